@@ -1,0 +1,126 @@
+//! Spec and status pieces every component kind shares.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of the five component kinds.
+pub const COMPONENTS_GROUP: &str = "components.kubeflow.org";
+/// The API group of the `Kubeflow` kind.
+pub const PLATFORM_GROUP: &str = "platform.kubeflow.org";
+/// The one version all kinds are served at.
+pub const API_VERSION: &str = "v1alpha1";
+
+/// The cluster flavour a component renders for.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Platform {
+    /// Detect by API discovery: `route.openshift.io` and `security.openshift.io` mean OpenShift.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Plain Kubernetes.
+    #[serde(rename = "kubernetes")]
+    Kubernetes,
+    /// OpenShift: no pinned UIDs, SecurityContextConstraints granted to ServiceAccounts.
+    #[serde(rename = "openshift")]
+    OpenShift,
+}
+
+/// What happens to the component's CustomResourceDefinitions when the component is removed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CrdPolicy {
+    /// Keep the CRDs, and with them every user object of their kinds (the default).
+    #[default]
+    Retain,
+    /// Delete the CRDs, but only once no custom resource of them remains.
+    Delete,
+}
+
+/// Settings every component shares: its version and how its controller workloads run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommonSpec {
+    /// Component version to deploy, e.g. "v1.9.2"; the meta-operator sets it from its release table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub version: Option<String>,
+    /// Image overrides by container name, e.g. {"training-operator": "registry.example/training:v1"}.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub images: BTreeMap<String, String>,
+    /// Replicas of the component's controller workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: Option<i32>,
+    /// Resource requests and limits of the component's controller containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Node selector of the component's workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerations of the component's workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Platform to render for; "auto" detects it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    /// Whether the component's CRDs are kept (Retain, default) or deleted on removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd_policy: Option<CrdPolicy>,
+}
+
+/// Readiness of one workload the component manages.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// Kind of the workload: Deployment, StatefulSet or DaemonSet.
+    pub kind: String,
+    /// Namespace of the workload.
+    pub namespace: String,
+    /// Name of the workload.
+    pub name: String,
+    /// Replicas (or scheduled pods) wanted.
+    pub desired: i32,
+    /// Replicas (or pods) ready.
+    pub ready: i32,
+    /// Whether the workload counts as available.
+    pub available: bool,
+}
+
+/// Status every component kind reports.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Progressing and Degraded, per the Kubernetes API conventions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The component version deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The platform the component was rendered for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    /// Number of objects the component manages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_objects: Option<i64>,
+    /// Readiness of each workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadStatus>,
+}
+
+/// A reference to a key of a Secret in the component's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key in the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}

@@ -1,0 +1,66 @@
+//! The `Istio` kind: the Istio control plane Kubeflow needs.
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{CommonSpec, ComponentStatus};
+
+/// Scale and resources of one Istio workload.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IstioWorkload {
+    /// Replicas of the workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: Option<i32>,
+    /// Resource requests and limits of its main container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// The ingress gateway.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressGateway {
+    /// Whether to install the ingress gateway (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Scale and resources of the gateway.
+    #[serde(default, flatten)]
+    pub workload: IstioWorkload,
+}
+
+/// Desired state of the Istio control plane.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "components.kubeflow.org",
+    version = "v1alpha1",
+    kind = "Istio",
+    plural = "istios",
+    namespaced,
+    status = "ComponentStatus",
+    shortname = "kfistio",
+    category = "kubeflow",
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct IstioSpec {
+    /// Version, images, scale and scheduling.
+    #[serde(flatten)]
+    pub common: CommonSpec,
+    /// istiod's scale and resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub istiod: Option<IstioWorkload>,
+    /// The ingress gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_gateway: Option<IngressGateway>,
+    /// Mesh config entries merged into the `mesh` key of the `istio` ConfigMap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    pub mesh_config: Option<serde_json::Map<String, serde_json::Value>>,
+}

@@ -1,0 +1,158 @@
+//! The `Kubeflow` kind: the one CR a user writes; the meta-operator turns it into component CRs.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::Platform;
+use crate::components::{
+    device_plugins::DevicePluginsSpec, istio::IstioSpec, pipelines::PipelinesSpec,
+    serving::ServingSpec, training::TrainingSpec,
+};
+
+/// Whether the meta-operator installs a component.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ManagementState {
+    /// Install and keep the component.
+    #[default]
+    Managed,
+    /// Remove the component (its CRDs are kept unless its spec says otherwise).
+    Removed,
+}
+
+/// One component's entry in the `Kubeflow` CR.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentEntry<S> {
+    /// Managed (install it) or Removed (remove it).
+    #[serde(default)]
+    pub management_state: ManagementState,
+    /// Fields passed through to the component's CR; fields not stated here are left to whoever sets them on that CR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<S>,
+}
+
+/// The components of a Kubeflow installation. A component left out is not installed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeflowComponents {
+    /// The Istio control plane (Serving and Pipelines wait for it when it is Managed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub istio: Option<ComponentEntry<IstioSpec>>,
+    /// Kubeflow Pipelines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
+    /// KServe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ComponentEntry<ServingSpec>>,
+    /// The training-operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<ComponentEntry<TrainingSpec>>,
+    /// GPU device plugins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_plugins: Option<ComponentEntry<DevicePluginsSpec>>,
+}
+
+/// A Kubeflow installation.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "platform.kubeflow.org",
+    version = "v1alpha1",
+    kind = "Kubeflow",
+    plural = "kubeflows",
+    namespaced,
+    status = "KubeflowStatus",
+    shortname = "kf",
+    category = "kubeflow",
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.readyComponents"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeflowSpec {
+    /// Kubeflow release, e.g. "1.11.0"; picks each component's default version.
+    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+\.[0-9]+$"))]
+    pub version: String,
+    /// auto (detect by API discovery), kubernetes or openshift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    /// The components to install and their settings.
+    #[serde(default)]
+    pub components: KubeflowComponents,
+}
+
+/// Lifecycle phase of a Kubeflow installation.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Components are being installed.
+    Installing,
+    /// Components are moving to a new release.
+    Upgrading,
+    /// Every managed component is Ready.
+    Ready,
+    /// The spec cannot be applied, or a component failed.
+    Degraded,
+    /// The installation is being removed.
+    Deleting,
+}
+
+/// One component as the `Kubeflow` status summarizes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentSummary {
+    /// Component name, e.g. "pipelines".
+    pub name: String,
+    /// Version the component CR asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Whether the component is Ready at the current generation.
+    pub ready: bool,
+    /// Why it is not ready, as a CamelCase reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable explanation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// An upgrade in progress.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeStatus {
+    /// Release being left.
+    pub from: String,
+    /// Release being installed.
+    pub to: String,
+}
+
+/// Observed state of a Kubeflow installation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeflowStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Installing, Upgrading, Ready, Degraded or Deleting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Ready, Progressing and Degraded, per the Kubernetes API conventions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The release every component has reached (set once all are Ready at it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The platform resolved from spec.platform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    /// Ready managed components out of all managed, e.g. "4/5".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_components: Option<String>,
+    /// Per-component summary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentSummary>,
+    /// The upgrade in progress, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeStatus>,
+}

@@ -1,0 +1,18 @@
+//! API types of the Kubeflow meta-operator (`platform.kubeflow.org`) and its
+//! component operators (`components.kubeflow.org`), and their CRDs.
+
+pub mod common;
+pub mod components;
+pub mod crds;
+pub mod kubeflow;
+
+pub use common::*;
+pub use components::{
+    ComponentResource,
+    device_plugins::{DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginType},
+    istio::{Istio, IstioSpec},
+    pipelines::{Pipelines, PipelinesSpec},
+    serving::{Serving, ServingSpec},
+    training::{JobKind, Training, TrainingSpec},
+};
+pub use kubeflow::{Kubeflow, KubeflowSpec, KubeflowStatus};
