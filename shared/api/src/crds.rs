@@ -13,13 +13,18 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("components.kubeflow.org_pipelines.yaml", Pipelines::crd()),
         ("components.kubeflow.org_servings.yaml", Serving::crd()),
         ("components.kubeflow.org_trainings.yaml", Training::crd()),
-        ("components.kubeflow.org_deviceplugins.yaml", DevicePlugins::crd()),
+        (
+            "components.kubeflow.org_deviceplugins.yaml",
+            DevicePlugins::crd(),
+        ),
     ]
 }
 
 /// A CRD as the YAML document kept in `crds/`.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
-    let mut out = String::from("# Generated from the Rust types by `cargo run -p kubeflow-api --bin crdgen`; do not edit.\n");
+    let mut out = String::from(
+        "# Generated from the Rust types by `cargo run -p kubeflow-api --bin crdgen`; do not edit.\n",
+    );
     out.push_str(&serde_saphyr::to_string(crd)?);
     Ok(out)
 }

@@ -67,8 +67,16 @@ pub struct KubeflowComponents {
     category = "kubeflow",
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.readyComponents"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.readyComponents"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeflowSpec {

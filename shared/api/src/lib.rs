@@ -9,7 +9,9 @@ pub mod kubeflow;
 pub use common::*;
 pub use components::{
     ComponentResource,
-    device_plugins::{DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginType},
+    device_plugins::{
+        DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginType,
+    },
     istio::{Istio, IstioSpec},
     pipelines::{Pipelines, PipelinesSpec},
     serving::{Serving, ServingSpec},

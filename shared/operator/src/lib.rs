@@ -1,1 +1,26 @@
+//! The reconcile library every Kubeflow operator is built on: bundles,
+//! transforms, the apply/prune engine, health, conditions, cleanup, the
+//! generic component controller, the process runner and telemetry.
 
+pub mod apply;
+pub mod bundle;
+pub mod certs;
+pub mod cleanup;
+pub mod component;
+pub mod conditions;
+pub mod discovery;
+pub mod health;
+pub mod inventory;
+pub mod kinds;
+pub mod labels;
+pub mod openshift;
+pub mod platform;
+pub mod render;
+pub mod runner;
+pub mod telemetry;
+pub mod transform;
+
+// Operators use these through the library so they never pin their own versions.
+pub use {
+    anyhow, async_trait, clap, k8s_openapi, kube, kubeflow_api as api, serde_json, tokio, tracing,
+};

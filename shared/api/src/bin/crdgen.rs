@@ -32,13 +32,18 @@ fn main() -> ExitCode {
             if std::fs::read_to_string(&path).ok().as_deref() != Some(yaml.as_str()) {
                 stale.push(path.display().to_string());
             }
-        } else if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, yaml)) {
+        } else if let Err(e) =
+            std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, yaml))
+        {
             eprintln!("failed to write {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
     if !stale.is_empty() {
-        eprintln!("stale CRDs (run `cargo run -p kubeflow-api --bin crdgen`): {}", stale.join(", "));
+        eprintln!(
+            "stale CRDs (run `cargo run -p kubeflow-api --bin crdgen`): {}",
+            stale.join(", ")
+        );
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::common::{CommonSpec, ComponentStatus};
 
 /// The device plugin's vendor and device.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 pub enum PluginType {
     /// The NVIDIA GPU device plugin (`nvidia.com/gpu`).
     #[serde(rename = "nvidia-gpu")]
@@ -42,9 +44,13 @@ impl PluginType {
 /// One device plugin DaemonSet.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.sharedDevNum) || self.type == 'intel-gpu'").message("sharedDevNum applies to intel-gpu plugins only"))]
 pub struct DevicePlugin {
     /// Unique name of this entry; the DaemonSet is named after it.
-    #[schemars(length(min = 1, max = 40), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 40),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub name: String,
     /// Which plugin: nvidia-gpu or intel-gpu.
     #[serde(rename = "type")]
@@ -82,9 +88,21 @@ pub struct DevicePlugin {
     shortname = "kfdp",
     category = "kubeflow",
     printcolumn(name = "Plugins", type_ = "integer", json_path = ".status.pluginCount"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DevicePluginsSpec {
@@ -93,7 +111,7 @@ pub struct DevicePluginsSpec {
     pub common: CommonSpec,
     /// The plugins to run, one DaemonSet each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, b.name == a.name))").message("plugin names must be unique"))]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub plugins: Vec<DevicePlugin>,
 }
 

@@ -73,7 +73,9 @@ pub struct ObjectStore {
 }
 
 /// What happens to the bundled database's and object store's volumes on removal.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
 pub enum VolumePolicy {
     /// Keep the PersistentVolumeClaims (the default: no data loss).
     #[default]
@@ -94,9 +96,21 @@ pub enum VolumePolicy {
     shortname = "kfpipelines",
     category = "kubeflow",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PipelinesSpec {

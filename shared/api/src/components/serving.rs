@@ -39,9 +39,21 @@ pub enum CertificateSource {
     shortname = "kfserving",
     category = "kubeflow",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ServingSpec {

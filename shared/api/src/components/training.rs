@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::common::{CommonSpec, ComponentStatus};
 
 /// A distributed training job kind the training-operator can run.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 pub enum JobKind {
     /// TensorFlow jobs.
     TFJob,
@@ -69,9 +71,21 @@ pub enum GangScheduler {
     shortname = "kftraining",
     category = "kubeflow",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TrainingSpec {

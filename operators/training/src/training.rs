@@ -1,0 +1,130 @@
+//! What the operator knows of the training-operator: its bundle layout,
+//! which job kinds map to which CRDs and flags, and its webhook certificate.
+
+use kubeflow_operator::api::{JobKind, Training};
+use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::certs::{self, WebhookCert};
+use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::{Client, ResourceExt, api::DynamicObject};
+use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::{openshift, transform};
+
+/// The controller Deployment (and its container).
+const WORKLOAD: &str = "training-operator";
+/// The Service serving the validating webhooks.
+const WEBHOOK_SERVICE: &str = "training-operator";
+/// The Secret the controller reads its webhook certificate from.
+const CERT_SECRET: &str = "training-operator-webhook-cert";
+/// The namespace the upstream bundle installs into.
+const BUNDLE_NAMESPACE: &str = "kubeflow";
+
+/// The training component.
+pub struct TrainingComponent;
+
+/// The job kind a CRD defines, if it is one of the training-operator's.
+fn job_kind_of(crd: &DynamicObject) -> Option<JobKind> {
+    let k = crd.data.pointer("/spec/names/kind")?.as_str()?;
+    JobKind::ALL.into_iter().find(|j| j.as_str() == k)
+}
+
+#[async_trait]
+impl Component for TrainingComponent {
+    type Resource = Training;
+    type Inputs = WebhookCert;
+
+    async fn dereference(
+        &self,
+        cr: &Training,
+        client: &Client,
+    ) -> Result<WebhookCert, DereferenceError> {
+        let ns = cr.namespace().unwrap_or_default();
+        certs::load_or_generate(client, &ns, CERT_SECRET, WEBHOOK_SERVICE)
+            .await
+            .map_err(|e| match e {
+                certs::CertError::Read(_, source) => {
+                    DereferenceError::Api("read the webhook certificate", source)
+                }
+                other => {
+                    DereferenceError::Refused(Refusal::new("CertificateError", other.to_string()))
+                }
+            })
+    }
+
+    fn render(
+        &self,
+        cr: &Training,
+        ctx: &RenderContext<'_>,
+        cert: &WebhookCert,
+    ) -> Result<Rendered, Refusal> {
+        let spec = &cr.spec;
+        let version = render::required_version(&spec.common, "training", ctx.manifests_dir)?;
+        let bundle = ctx.bundle("training", &version)?;
+        let mut objects = bundle.objects.clone();
+        let placement = Placement {
+            from_namespaces: &[BUNDLE_NAMESPACE],
+            target: ctx.namespace,
+            workloads: &[WORKLOAD],
+        };
+        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+
+        if let Some(enabled) = &spec.job_kinds {
+            // Only the enabled kinds' CRDs and webhooks; the controller runs only their schemes.
+            transform::remove(&mut objects, |o| {
+                kind(o) == "CustomResourceDefinition"
+                    && job_kind_of(o).is_some_and(|j| !enabled.contains(&j))
+            });
+            let disabled: Vec<String> = JobKind::ALL
+                .iter()
+                .filter(|j| !enabled.contains(j))
+                .map(|j| format!("{}s", j.as_str().to_lowercase()))
+                .collect();
+            for obj in objects
+                .iter_mut()
+                .filter(|o| kind(o) == "ValidatingWebhookConfiguration")
+            {
+                if let Some(hooks) = obj.data.get_mut("webhooks").and_then(|h| h.as_array_mut()) {
+                    hooks.retain(|h| {
+                        let resources = h.pointer("/rules/0/resources").and_then(|r| r.as_array());
+                        !resources.is_some_and(|rs| {
+                            rs.iter().any(|r| {
+                                r.as_str().is_some_and(|r| disabled.iter().any(|d| d == r))
+                            })
+                        })
+                    });
+                }
+            }
+            let mut kinds: Vec<&JobKind> = enabled.iter().collect();
+            kinds.sort();
+            kinds.dedup();
+            for obj in objects
+                .iter_mut()
+                .filter(|o| o.metadata.name.as_deref() == Some(WORKLOAD) && kind(o) == "Deployment")
+            {
+                if let Some(c) = obj.data.pointer_mut("/spec/template/spec/containers/0") {
+                    let args: Vec<String> = kinds
+                        .iter()
+                        .map(|k| format!("--enable-scheme={}", k.as_str().to_lowercase()))
+                        .collect();
+                    c["args"] = serde_json::json!(args);
+                }
+            }
+        }
+        let scheduler = spec.gang_scheduler.map(|g| match g {
+            kubeflow_operator::api::components::training::GangScheduler::Volcano => "volcano",
+            kubeflow_operator::api::components::training::GangScheduler::SchedulerPlugins => {
+                "scheduler-plugins"
+            }
+        });
+        if scheduler.is_some() {
+            transform::set_arg(&mut objects, WORKLOAD, "--gang-scheduler-name", scheduler);
+        }
+
+        certs::fill_secret(&mut objects, CERT_SECRET, cert);
+        certs::set_ca_bundle(&mut objects, WEBHOOK_SERVICE, cert);
+        if ctx.platform == kubeflow_operator::api::Platform::OpenShift {
+            objects.push(openshift::scc_grant(ctx.namespace, WORKLOAD, "nonroot-v2"));
+        }
+        Ok(Rendered { objects, version })
+    }
+}

@@ -1,0 +1,213 @@
+//! Bundles: a component version's upstream manifests, read from
+//! `<manifests-dir>/<component>/<version>/*.yaml` (multi-document YAML).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use kube::api::DynamicObject;
+
+/// Errors reading a bundle.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The version folder does not exist.
+    #[error("unknown {component} version {version:?}; available: {}", available.join(", "))]
+    UnknownVersion {
+        /// Component name.
+        component: String,
+        /// Version asked for.
+        version: String,
+        /// Versions found in the manifests folder.
+        available: Vec<String>,
+    },
+    /// A file could not be read.
+    #[error("failed to read {path}: {source}")]
+    Read {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A document is not valid YAML or not a Kubernetes object.
+    #[error("failed to parse {path} document {document}: {message}")]
+    Parse {
+        /// File path.
+        path: String,
+        /// 1-based document index within the file.
+        document: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A loaded bundle: every object of every file, in file order.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// Component name.
+    pub component: String,
+    /// Component version.
+    pub version: String,
+    /// Objects with `status` and null fields removed.
+    pub objects: Vec<DynamicObject>,
+}
+
+/// Versions available for a component folder (sub-folders), sorted.
+pub fn available_versions(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Loads `<root>/<component>/<version>/*.yaml`, files in name order.
+pub fn load(root: &Path, component: &str, version: &str) -> Result<Bundle, BundleError> {
+    let component_dir = root.join(component);
+    let dir = component_dir.join(version);
+    // A version with a path separator could escape the manifests folder.
+    if version.is_empty()
+        || version.contains(['/', '\\'])
+        || version.starts_with('.')
+        || !dir.is_dir()
+    {
+        return Err(BundleError::UnknownVersion {
+            component: component.to_string(),
+            version: version.to_string(),
+            available: available_versions(&component_dir),
+        });
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|source| BundleError::Read {
+            path: dir.display().to_string(),
+            source,
+        })?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+        .collect();
+    files.sort();
+    let mut objects = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|source| BundleError::Read {
+            path: file.display().to_string(),
+            source,
+        })?;
+        objects.extend(parse_documents(&text, &file.display().to_string())?);
+    }
+    Ok(Bundle {
+        component: component.to_string(),
+        version: version.to_string(),
+        objects,
+    })
+}
+
+/// Parses multi-document YAML into objects; empty documents are skipped.
+pub fn parse_documents(text: &str, path: &str) -> Result<Vec<DynamicObject>, BundleError> {
+    let mut out = Vec::new();
+    for (index, doc) in split_documents(text).into_iter().enumerate() {
+        let err = |message: String| BundleError::Parse {
+            path: path.to_string(),
+            document: index + 1,
+            message,
+        };
+        if doc
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        let mut value: serde_json::Value =
+            serde_saphyr::from_str(doc).map_err(|e| err(e.to_string()))?;
+        if value.is_null() {
+            continue;
+        }
+        if !value.is_object() {
+            return Err(err("not a mapping".into()));
+        }
+        strip_nulls(&mut value);
+        if let Some(map) = value.as_object_mut() {
+            map.remove("status");
+        }
+        for field in ["apiVersion", "kind"] {
+            if value.get(field).and_then(|v| v.as_str()).is_none() {
+                return Err(err(format!("missing {field}")));
+            }
+        }
+        if value
+            .pointer("/metadata/name")
+            .and_then(|v| v.as_str())
+            .is_none()
+        {
+            return Err(err("missing metadata.name".into()));
+        }
+        out.push(serde_json::from_value(value).map_err(|e| err(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// Splits a YAML stream at `---` lines. Done by hand rather than by the YAML
+/// parser so a multi-megabyte bundle stays within the parser's per-stream
+/// budget and errors can name the document.
+fn split_documents(text: &str) -> Vec<&str> {
+    let mut docs = Vec::new();
+    let mut start = 0;
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_end();
+        if trimmed == "---" || trimmed.starts_with("--- ") {
+            docs.push(&text[start..pos]);
+            start = pos + line.len();
+        }
+        pos += line.len();
+    }
+    docs.push(&text[start..]);
+    docs
+}
+
+fn strip_nulls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+/// Parsed bundles kept in memory, so a reconcile does not re-parse megabytes of YAML.
+#[derive(Default)]
+pub struct BundleCache {
+    entries: Mutex<HashMap<(String, String), Arc<Bundle>>>,
+}
+
+/// How many bundles the cache keeps: the current version and the one being upgraded from.
+const CACHE_CAPACITY: usize = 4;
+
+impl BundleCache {
+    /// Loads a bundle, from the cache when it was loaded before.
+    pub fn get(
+        &self,
+        root: &Path,
+        component: &str,
+        version: &str,
+    ) -> Result<Arc<Bundle>, BundleError> {
+        let key = (component.to_string(), version.to_string());
+        if let Some(b) = self.entries.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(b);
+        }
+        let bundle = Arc::new(load(root, component, version)?);
+        if let Ok(mut m) = self.entries.lock() {
+            if m.len() >= CACHE_CAPACITY {
+                m.clear();
+            }
+            m.insert(key, bundle.clone());
+        }
+        Ok(bundle)
+    }
+}

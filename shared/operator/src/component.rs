@@ -1,0 +1,728 @@
+//! The generic component controller: what every micro-operator runs. A
+//! component supplies its knowledge (render, preflight, retention, extra
+//! status) through [`Component`]; this module does the rest:
+//! dereference -> render -> preflight -> apply -> assess -> status.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use kubeflow_api::{ComponentResource, ComponentStatus, CrdPolicy, Platform};
+use serde_json::{Value, json};
+
+use crate::apply::{ApplyError, ApplyRequest, Engine};
+use crate::bundle::{Bundle, BundleCache, BundleError};
+use crate::cleanup;
+use crate::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
+use crate::health;
+use crate::inventory::{self, Inventory};
+use crate::kinds::kind;
+use crate::labels;
+use crate::runner::{self, RunArgs};
+use crate::telemetry::Metrics;
+
+/// Finalizer every component CR carries while it has objects to clean up.
+pub const FINALIZER: &str = "components.kubeflow.org/cleanup";
+
+/// Input a person must fix: becomes a Degraded condition, applies nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// CamelCase reason (see [`conditions::reason`]).
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal.
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Refusal {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<BundleError> for Refusal {
+    fn from(e: BundleError) -> Self {
+        let reason = match e {
+            BundleError::UnknownVersion { .. } => reason::UNKNOWN_VERSION,
+            _ => reason::BUNDLE_ERROR,
+        };
+        Refusal::new(reason, e.to_string())
+    }
+}
+
+/// Why `dereference` could not produce its inputs.
+#[derive(Debug, thiserror::Error)]
+pub enum DereferenceError {
+    /// The spec references something missing: a person must act.
+    #[error("{}", .0.message)]
+    Refused(Refusal),
+    /// A request failed; retried with backoff.
+    #[error("failed to {0}: {1}")]
+    Api(&'static str, #[source] kube::Error),
+}
+
+impl From<Refusal> for DereferenceError {
+    fn from(r: Refusal) -> Self {
+        DereferenceError::Refused(r)
+    }
+}
+
+/// What a component's render step may use.
+pub struct RenderContext<'a> {
+    /// Where bundles live.
+    pub manifests_dir: &'a std::path::Path,
+    /// Parsed-bundle cache.
+    pub bundles: &'a BundleCache,
+    /// Namespace of the component CR.
+    pub namespace: &'a str,
+    /// Resolved platform.
+    pub platform: Platform,
+}
+
+impl RenderContext<'_> {
+    /// Loads `<component>/<version>`.
+    pub fn bundle(&self, component: &str, version: &str) -> Result<Arc<Bundle>, Refusal> {
+        Ok(self.bundles.get(self.manifests_dir, component, version)?)
+    }
+}
+
+/// A component's rendered state.
+pub struct Rendered {
+    /// Objects to apply.
+    pub objects: Vec<DynamicObject>,
+    /// Version to report (and label objects with).
+    pub version: String,
+}
+
+/// A component's knowledge. Everything else is generic.
+#[async_trait::async_trait]
+pub trait Component: Send + Sync + 'static {
+    /// The component CR kind.
+    type Resource: ComponentResource;
+    /// What `dereference` reads from the cluster for `render`.
+    type Inputs: Default + Send + Sync;
+
+    /// Reads what the spec references on the cluster (Secrets, certificates,
+    /// prerequisites). A missing reference is a refusal: nothing is applied.
+    async fn dereference(
+        &self,
+        _cr: &Self::Resource,
+        _client: &Client,
+    ) -> Result<Self::Inputs, DereferenceError> {
+        Ok(Self::Inputs::default())
+    }
+
+    /// Renders the objects for a CR: pure, no API access.
+    fn render(
+        &self,
+        cr: &Self::Resource,
+        ctx: &RenderContext<'_>,
+        inputs: &Self::Inputs,
+    ) -> Result<Rendered, Refusal>;
+
+    /// Objects kept on removal and pruning (never owned by the CR either).
+    fn retain(&self, _cr: &Self::Resource, _obj: &DynamicObject) -> bool {
+        false
+    }
+
+    /// Component-specific status fields, merged into `.status`.
+    fn extra_status(
+        &self,
+        _cr: &Self::Resource,
+        _live: &[DynamicObject],
+    ) -> serde_json::Map<String, Value> {
+        serde_json::Map::new()
+    }
+
+    /// Built-in kinds whose changes (by inventory label) trigger a reconcile.
+    fn watched_kinds(&self) -> Vec<GroupVersionKind> {
+        default_watched_kinds()
+    }
+}
+
+/// The built-in kinds component bundles contain.
+pub fn default_watched_kinds() -> Vec<GroupVersionKind> {
+    [
+        ("apps", "v1", "Deployment"),
+        ("apps", "v1", "StatefulSet"),
+        ("apps", "v1", "DaemonSet"),
+        ("", "v1", "Service"),
+        ("", "v1", "ServiceAccount"),
+        ("", "v1", "ConfigMap"),
+        ("", "v1", "Secret"),
+        ("", "v1", "PersistentVolumeClaim"),
+        ("rbac.authorization.k8s.io", "v1", "Role"),
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+        ),
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    ]
+    .into_iter()
+    .map(|(g, v, k)| GroupVersionKind::gvk(g, v, k))
+    .collect()
+}
+
+/// Flags of a component operator.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ComponentArgs {
+    /// Folder of bundles: `<dir>/<component>/<version>/*.yaml`.
+    #[arg(long, env = "MANIFESTS_DIR", default_value = "/manifests")]
+    pub manifests_dir: PathBuf,
+    /// Process flags.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Errors the controller retries with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Applying or cleaning up failed for a passing reason.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// An API call failed.
+    #[error("failed to {0}: {1}")]
+    Api(&'static str, #[source] kube::Error),
+    /// Cleanup is waiting for objects to go.
+    #[error("waiting for {0} to be deleted")]
+    CleanupPending(String),
+}
+
+impl ReconcileError {
+    fn metric_reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Apply(_) => "ApplyError",
+            ReconcileError::Api(..) => "ApiError",
+            ReconcileError::CleanupPending(_) => "CleanupPending",
+        }
+    }
+}
+
+struct Context<C: Component> {
+    component: C,
+    engine: Engine,
+    client: Client,
+    bundles: BundleCache,
+    manifests_dir: PathBuf,
+    metrics: Metrics,
+    name: String,
+    detected_platform: Mutex<Option<Platform>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// The operator's name for a component: `kubeflow-<component>-operator`.
+pub fn operator_name<K: ComponentResource>() -> String {
+    format!("kubeflow-{}-operator", K::COMPONENT)
+}
+
+/// Command line of a component operator.
+#[derive(clap::Parser, Debug)]
+#[command(version, about = "A Kubeflow component operator")]
+struct Cli {
+    #[command(flatten)]
+    args: ComponentArgs,
+}
+
+/// The whole `main` of a component operator: parse flags, run until SIGTERM.
+pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
+    let cli = <Cli as clap::Parser>::parse();
+    run(component, cli.args).await
+}
+
+/// Runs a component operator until SIGTERM (or loss of leadership).
+pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Result<()> {
+    let name = operator_name::<C::Resource>();
+    let rt = runner::start(&name, &args.run).await?;
+    let watched = component.watched_kinds();
+    let ctx = Arc::new(Context {
+        engine: Engine::new(rt.client.clone(), &name),
+        client: rt.client.clone(),
+        component,
+        bundles: BundleCache::default(),
+        manifests_dir: args.manifests_dir,
+        metrics: rt.metrics.clone(),
+        name: name.clone(),
+        detected_platform: Mutex::new(None),
+        failures: Mutex::new(HashMap::new()),
+    });
+    let api: Api<C::Resource> = Api::all(rt.client.clone());
+    let mut controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let selector = format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT);
+    for gvk in watched {
+        let ar = ApiResource::from_gvk(&gvk);
+        controller = controller.watches_with(
+            Api::<DynamicObject>::all_with(rt.client.clone(), &ar),
+            ar,
+            watcher::Config::default().labels(&selector).any_semantic(),
+            owner_of::<C::Resource>,
+        );
+    }
+    let store = controller.store();
+    let probe = rt.probe.clone();
+    tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            probe.set_active();
+        }
+    });
+    tracing::info!(operator = %name, "starting controller");
+    controller
+        .graceful_shutdown_on(rt.shutdown())
+        .run(reconcile::<C>, error_policy::<C>, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    Ok(())
+}
+
+/// Maps a managed object back to its component CR, from its owner labels.
+fn owner_of<K: ComponentResource>(obj: DynamicObject) -> Option<ObjectRef<K>> {
+    let l = obj.metadata.labels.as_ref()?;
+    Some(ObjectRef::new(l.get(labels::OWNER_NAME)?).within(l.get(labels::OWNER_NAMESPACE)?))
+}
+
+fn error_policy<C: Component>(
+    cr: Arc<C::Resource>,
+    err: &ReconcileError,
+    ctx: Arc<Context<C>>,
+) -> Action {
+    ctx.metrics
+        .reconcile_errors_total
+        .with_label_values(&[&ctx.name, err.metric_reason()])
+        .inc();
+    let key = format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any());
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    if matches!(err, ReconcileError::CleanupPending(_)) {
+        tracing::info!(error = %err, "cleanup in progress");
+        return Action::requeue(Duration::from_millis(500));
+    }
+    tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
+    // Exponential backoff from 1 s to 5 minutes.
+    Action::requeue(
+        Duration::from_secs(1u64 << n.min(8).saturating_sub(1)).min(Duration::from_secs(300)),
+    )
+}
+
+async fn reconcile<C: Component>(
+    cr: Arc<C::Resource>,
+    ctx: Arc<Context<C>>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let ns = cr.namespace().unwrap_or_default();
+    let api: Api<C::Resource> = Api::namespaced(ctx.client.clone(), &ns);
+    let result = finalizer(&api, FINALIZER, cr, |event| async {
+        match event {
+            FinalizerEvent::Apply(cr) => apply::<C>(&cr, &ctx).await,
+            FinalizerEvent::Cleanup(cr) => cleanup_component::<C>(&cr, &ctx).await,
+        }
+    })
+    .await;
+    ctx.metrics
+        .reconcile_time_seconds
+        .with_label_values(&[&ctx.name])
+        .observe(started.elapsed().as_secs_f64());
+    match result {
+        Ok(action) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "success"])
+                .inc();
+            Ok(action)
+        }
+        Err(
+            kube::runtime::finalizer::Error::ApplyFailed(e)
+            | kube::runtime::finalizer::Error::CleanupFailed(e),
+        ) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "error"])
+                .inc();
+            Err(e)
+        }
+        Err(
+            kube::runtime::finalizer::Error::AddFinalizer(e)
+            | kube::runtime::finalizer::Error::RemoveFinalizer(e),
+        ) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "error"])
+                .inc();
+            Err(ReconcileError::Api("update the finalizer", e))
+        }
+        Err(e) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "error"])
+                .inc();
+            Err(ReconcileError::CleanupPending(e.to_string()))
+        }
+    }
+}
+
+fn current_status<K: ComponentResource>(cr: &K) -> ComponentStatus {
+    serde_json::to_value(cr)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default()
+}
+
+fn inventory_of<K: ComponentResource>(cr: &K) -> Inventory {
+    Inventory::for_parent(cr, K::COMPONENT, &operator_name::<K>())
+}
+
+async fn platform_of<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+) -> Result<Platform, ReconcileError> {
+    match cr.common().platform {
+        Some(p @ (Platform::Kubernetes | Platform::OpenShift)) => Ok(p),
+        _ => {
+            if let Some(p) = ctx.detected_platform.lock().ok().and_then(|g| *g) {
+                return Ok(p);
+            }
+            let p = crate::platform::detect(&ctx.client)
+                .await
+                .map_err(|e| ReconcileError::Api("detect the platform", e))?;
+            if let Ok(mut g) = ctx.detected_platform.lock() {
+                *g = Some(p);
+            }
+            Ok(p)
+        }
+    }
+}
+
+async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Action, ReconcileError> {
+    let generation = cr.meta().generation;
+    let ns = cr.namespace().unwrap_or_default();
+    let old = current_status(cr);
+    let mut status = old.clone();
+    status.observed_generation = generation;
+    let platform = platform_of(cr, ctx).await?;
+    status.platform = Some(platform);
+
+    let inputs = match ctx.component.dereference(cr, &ctx.client).await {
+        Ok(i) => i,
+        Err(DereferenceError::Refused(refusal)) => {
+            return refuse(cr, ctx, old, status, refusal).await;
+        }
+        Err(DereferenceError::Api(verb, e)) => return Err(ReconcileError::Api(verb, e)),
+    };
+    let render_ctx = RenderContext {
+        manifests_dir: &ctx.manifests_dir,
+        bundles: &ctx.bundles,
+        namespace: &ns,
+        platform,
+    };
+    let rendered = match ctx.component.render(cr, &render_ctx, &inputs) {
+        Ok(r) => r,
+        Err(refusal) => return refuse(cr, ctx, old, status, refusal).await,
+    };
+
+    let inv = inventory_of(cr);
+    let parent_resource = ApiResource::erase::<C::Resource>(&());
+    let empty = BTreeMap::new();
+    let retain = |o: &DynamicObject| ctx.component.retain(cr, o);
+    let request = ApplyRequest {
+        inventory: &inv,
+        parent_resource: &parent_resource,
+        parent_annotations: cr.meta().annotations.as_ref().unwrap_or(&empty),
+        parent_labels: cr.meta().labels.as_ref().unwrap_or(&empty),
+        owner: cr.controller_owner_ref(&()),
+        objects: rendered.objects,
+        version: &rendered.version,
+        retain: &retain,
+    };
+    let outcome = match ctx.engine.apply(request).await {
+        Ok(o) => o,
+        Err(e) if e.is_refusal() => {
+            let r = if matches!(e, ApplyError::Conflict { .. }) {
+                reason::OWNERSHIP_CONFLICT
+            } else {
+                reason::INVALID_SPEC
+            };
+            return refuse(cr, ctx, old, status, Refusal::new(r, e.to_string())).await;
+        }
+        Err(e) => {
+            conditions::set(
+                &mut status.conditions,
+                DEGRADED,
+                false,
+                reason::API_ERROR,
+                &e.to_string(),
+                generation,
+            );
+            write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
+            return Err(e.into());
+        }
+    };
+    if let Ok(mut f) = ctx.failures.lock() {
+        f.remove(&format!("{ns}/{}", cr.name_any()));
+    }
+
+    // A missing or changed object at a generation already reconciled is drift.
+    if old.observed_generation == generation
+        && old.version.as_deref() == Some(rendered.version.as_str())
+    {
+        for what in outcome.created.iter().chain(&outcome.drifted) {
+            let k = what.split_whitespace().next().unwrap_or("");
+            ctx.metrics
+                .drift_repairs_total
+                .with_label_values(&[&ctx.name, k])
+                .inc();
+            tracing::info!(object = %what, "repaired drift");
+        }
+    }
+    if !outcome.written.is_empty() {
+        ctx.metrics
+            .apply_writes_total
+            .with_label_values(&[&ctx.name])
+            .inc_by(outcome.written.len() as u64);
+        tracing::info!(
+            written = outcome.written.len(),
+            pruned = outcome.pruned.len(),
+            "applied"
+        );
+    }
+
+    let health = health::assess(&outcome.live);
+    let ready = health.ready();
+    status.version = Some(rendered.version.clone());
+    status.managed_objects = Some(outcome.live.len() as i64);
+    status.workloads = health.workloads.clone();
+    conditions::set(
+        &mut status.conditions,
+        DEGRADED,
+        false,
+        reason::AS_EXPECTED,
+        "",
+        generation,
+    );
+    if ready {
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            true,
+            reason::READY,
+            &format!("{} objects applied and ready", outcome.live.len()),
+            generation,
+        );
+        conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            false,
+            reason::READY,
+            "",
+            generation,
+        );
+    } else {
+        let msg = format!("waiting for {}", health.waiting.join(", "));
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            reason::WORKLOADS_NOT_READY,
+            &msg,
+            generation,
+        );
+        conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            true,
+            reason::WORKLOADS_NOT_READY,
+            &msg,
+            generation,
+        );
+    }
+    let extra = ctx.component.extra_status(cr, &outcome.live);
+    write_status(cr, ctx, &old, &status, extra).await?;
+    record_gauges(cr, ctx, &status, ready);
+    // Watches on the managed objects bring the next reconcile; the requeue is a safety net.
+    Ok(Action::requeue(if ready {
+        Duration::from_secs(600)
+    } else {
+        Duration::from_secs(30)
+    }))
+}
+
+fn record_gauges<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    status: &ComponentStatus,
+    ready: bool,
+) {
+    let ns = cr.namespace().unwrap_or_default();
+    let name = cr.name_any();
+    let kind = C::Resource::kind(&()).to_string();
+    ctx.metrics
+        .component_ready
+        .with_label_values(&[&kind, &ns, &name])
+        .set(i64::from(ready));
+    ctx.metrics
+        .managed_objects
+        .with_label_values(&[&ctx.name, &ns, &name])
+        .set(status.managed_objects.unwrap_or(0));
+    if let Some(v) = &status.version {
+        ctx.metrics
+            .component_info
+            .with_label_values(&[&kind, &ns, &name, v])
+            .set(1);
+    }
+}
+
+async fn refuse<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: ComponentStatus,
+    mut status: ComponentStatus,
+    refusal: Refusal,
+) -> Result<Action, ReconcileError> {
+    let generation = cr.meta().generation;
+    tracing::warn!(reason = refusal.reason, message = %refusal.message, "refused");
+    ctx.metrics
+        .reconcile_errors_total
+        .with_label_values(&[&ctx.name, refusal.reason])
+        .inc();
+    conditions::set(
+        &mut status.conditions,
+        DEGRADED,
+        true,
+        refusal.reason,
+        &refusal.message,
+        generation,
+    );
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        false,
+        refusal.reason,
+        &refusal.message,
+        generation,
+    );
+    conditions::set(
+        &mut status.conditions,
+        PROGRESSING,
+        false,
+        refusal.reason,
+        "",
+        generation,
+    );
+    write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
+    let kind = C::Resource::kind(&()).to_string();
+    ctx.metrics
+        .component_ready
+        .with_label_values(&[&kind, &cr.namespace().unwrap_or_default(), &cr.name_any()])
+        .set(0);
+    // A missing Secret or prerequisite may appear without a spec change.
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
+
+async fn write_status<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: &ComponentStatus,
+    new: &ComponentStatus,
+    extra: serde_json::Map<String, Value>,
+) -> Result<(), ReconcileError> {
+    let old_json = serde_json::to_value(cr)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+        .unwrap_or(Value::Null);
+    let mut new_json = serde_json::to_value(new).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut new_json {
+        m.extend(extra);
+    }
+    let same_conditions = conditions::same(&old.conditions, &new.conditions);
+    let mut old_cmp = old_json.clone();
+    let mut new_cmp = new_json.clone();
+    if let (Value::Object(a), Value::Object(b)) = (&mut old_cmp, &mut new_cmp) {
+        a.remove("conditions");
+        b.remove("conditions");
+    }
+    if same_conditions && old_cmp == new_cmp {
+        return Ok(());
+    }
+    let api: Api<C::Resource> =
+        Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
+    // Merge patch: lists are replaced whole, and fields of the old status that
+    // the new one lacks are removed explicitly.
+    if let (Value::Object(old_map), Value::Object(new_map)) = (&old_json, &mut new_json) {
+        for k in old_map.keys() {
+            new_map.entry(k.clone()).or_insert(Value::Null);
+        }
+    }
+    api.patch_status(
+        &cr.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": new_json })),
+    )
+    .await
+    .map_err(|e| ReconcileError::Api("write status", e))?;
+    Ok(())
+}
+
+async fn cleanup_component<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+) -> Result<Action, ReconcileError> {
+    let inv = inventory_of(cr);
+    let group_kinds: BTreeSet<String> = inventory::parse_group_kinds(
+        cr.meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::APPLYSET_GROUP_KINDS)),
+    )
+    .into_iter()
+    .collect();
+    let delete_crds = cr.common().crd_policy == Some(CrdPolicy::Delete);
+    let retain =
+        |o: &DynamicObject| kind(o) != "CustomResourceDefinition" && ctx.component.retain(cr, o);
+    let outcome = cleanup::cleanup(&ctx.engine, &inv, &group_kinds, &retain, delete_crds).await?;
+    if !outcome.deleted.is_empty() {
+        tracing::info!(deleted = outcome.deleted.len(), "cleanup deleted objects");
+    }
+    if !outcome.done() {
+        return Err(ReconcileError::CleanupPending(outcome.remaining.join(", ")));
+    }
+    if !outcome.retained.is_empty() {
+        tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
+    }
+    let kind = C::Resource::kind(&()).to_string();
+    let (ns, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
+    let _ = ctx
+        .metrics
+        .component_ready
+        .remove_label_values(&[&kind, &ns, &name]);
+    let _ = ctx
+        .metrics
+        .managed_objects
+        .remove_label_values(&[&ctx.name, &ns, &name]);
+    Ok(Action::await_change())
+}

@@ -1,0 +1,120 @@
+//! What the library knows of kinds without asking the API: apply order and
+//! which built-in kinds are cluster-scoped.
+
+use kube::api::DynamicObject;
+
+/// Built-in cluster-scoped kinds that appear in component bundles.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+    "APIService",
+    "PriorityClass",
+    "StorageClass",
+    "PersistentVolume",
+    "RuntimeClass",
+    "IngressClass",
+    "CSIDriver",
+];
+
+/// The object's kind, or "" when it has none.
+pub fn kind(obj: &DynamicObject) -> &str {
+    obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("")
+}
+
+/// The object's apiVersion, or "" when it has none.
+pub fn api_version(obj: &DynamicObject) -> &str {
+    obj.types
+        .as_ref()
+        .map(|t| t.api_version.as_str())
+        .unwrap_or("")
+}
+
+/// The API group of an apiVersion ("" for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+/// Whether a kind is cluster-scoped: built-in knowledge plus the CRDs of the
+/// bundle itself (`custom_cluster_kinds`, as `Kind.group`).
+pub fn is_cluster_scoped(obj: &DynamicObject, custom_cluster_kinds: &[String]) -> bool {
+    let k = kind(obj);
+    CLUSTER_SCOPED.contains(&k) || custom_cluster_kinds.iter().any(|gk| *gk == group_kind(obj))
+}
+
+/// `Kind.group` (or `Kind` for the core group), as ApplySet annotations write it.
+pub fn group_kind(obj: &DynamicObject) -> String {
+    let group = group_of(api_version(obj));
+    if group.is_empty() {
+        kind(obj).to_string()
+    } else {
+        format!("{}.{}", kind(obj), group)
+    }
+}
+
+/// Cluster-scoped custom kinds the bundle's own CRDs define, as `Kind.group`.
+pub fn cluster_scoped_custom_kinds(objects: &[DynamicObject]) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+        .filter(|o| o.data.pointer("/spec/scope").and_then(|s| s.as_str()) == Some("Cluster"))
+        .filter_map(|o| {
+            let k = o.data.pointer("/spec/names/kind")?.as_str()?;
+            let g = o.data.pointer("/spec/group")?.as_str()?;
+            Some(format!("{k}.{g}"))
+        })
+        .collect()
+}
+
+/// Apply wave of a kind: lower first. Namespaces and CRDs come first (CRDs are
+/// then waited for), webhook configurations last so they never block the
+/// objects of their own component.
+pub fn apply_wave(obj: &DynamicObject) -> u8 {
+    match kind(obj) {
+        "Namespace" => 0,
+        "CustomResourceDefinition" => 1,
+        "PriorityClass" | "StorageClass" | "RuntimeClass" => 2,
+        "ServiceAccount" | "Secret" | "ConfigMap" => 3,
+        "ClusterRole" | "Role" => 4,
+        "ClusterRoleBinding" | "RoleBinding" => 5,
+        "Service" | "PersistentVolumeClaim" => 6,
+        "Deployment" | "StatefulSet" | "DaemonSet" | "Job" | "CronJob" => 7,
+        "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" | "APIService" => 9,
+        _ => 8,
+    }
+}
+
+/// Delete wave on cleanup: custom resources before the webhooks and Services
+/// that serve them, workloads before their RBAC, CRDs and Namespaces last.
+pub fn delete_wave(obj: &DynamicObject, custom_kinds: &[String]) -> u8 {
+    if custom_kinds.iter().any(|gk| *gk == group_kind(obj)) {
+        return 0;
+    }
+    match kind(obj) {
+        "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" | "APIService" => 1,
+        "Deployment" | "StatefulSet" | "DaemonSet" | "Job" | "CronJob" => 2,
+        "CustomResourceDefinition" => 5,
+        "Namespace" => 6,
+        _ => 3,
+    }
+}
+
+/// Every kind defined by the bundle's CRDs, as `Kind.group`.
+pub fn custom_kinds(objects: &[DynamicObject]) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+        .filter_map(|o| {
+            let k = o.data.pointer("/spec/names/kind")?.as_str()?;
+            let g = o.data.pointer("/spec/group")?.as_str()?;
+            Some(format!("{k}.{g}"))
+        })
+        .collect()
+}

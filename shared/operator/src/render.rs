@@ -1,0 +1,80 @@
+//! The render steps every component shares: retarget the namespace, then
+//! apply the common spec (images, replicas, resources, scheduling) and the
+//! platform's changes.
+
+use kube::api::DynamicObject;
+use kubeflow_api::{CommonSpec, Platform};
+
+use crate::component::Refusal;
+use crate::conditions::reason;
+use crate::{openshift, transform};
+
+/// Where a component's objects go and which workloads the common spec targets.
+pub struct Placement<'a> {
+    /// Namespaces the bundle puts its objects in that move to `target` (empty: all).
+    pub from_namespaces: &'a [&'a str],
+    /// The namespace objects move to.
+    pub target: &'a str,
+    /// The component's controller workloads (replicas, resources, scheduling apply to them).
+    pub workloads: &'a [&'a str],
+}
+
+/// Applies the common spec to bundle objects. An image override naming no
+/// container is refused, so a typo never passes silently.
+pub fn apply_common(
+    objects: &mut Vec<DynamicObject>,
+    common: &CommonSpec,
+    placement: &Placement<'_>,
+    platform: Platform,
+) -> Result<(), Refusal> {
+    transform::set_namespace(objects, placement.target, placement.from_namespaces);
+    let unmatched = transform::set_images(objects, &common.images);
+    if !unmatched.is_empty() {
+        return Err(Refusal::new(
+            reason::INVALID_SPEC,
+            format!(
+                "spec.images names containers this component does not have: {}",
+                unmatched.join(", ")
+            ),
+        ));
+    }
+    if let Some(r) = common.replicas {
+        transform::set_replicas(objects, placement.workloads, r);
+    }
+    if let Some(res) = &common.resources {
+        transform::set_resources(objects, placement.workloads, &[], res);
+    }
+    if common.node_selector.is_some() || common.tolerations.is_some() {
+        transform::set_scheduling(
+            objects,
+            placement.workloads,
+            common.node_selector.as_ref(),
+            common.tolerations.as_ref(),
+        );
+    }
+    if platform == Platform::OpenShift {
+        openshift::unpin_ids(objects);
+    }
+    Ok(())
+}
+
+/// The version a component CR asks for, or a refusal saying how to set it.
+pub fn required_version(
+    common: &CommonSpec,
+    component: &str,
+    bundles: &std::path::Path,
+) -> Result<String, Refusal> {
+    common
+        .version
+        .clone()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            Refusal::new(
+                reason::VERSION_REQUIRED,
+                format!(
+                    "spec.version is required; available {component} versions: {}",
+                    crate::bundle::available_versions(&bundles.join(component)).join(", ")
+                ),
+            )
+        })
+}

@@ -1,0 +1,137 @@
+//! One way to run an operator process: flags, tracing, the metrics/probe
+//! server, leader election on a Lease, and graceful shutdown on SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use kube::Client;
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::watch;
+
+use crate::telemetry::{self, Metrics, Probe};
+
+/// Flags every operator takes.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Run only while holding the leader Lease (for more than one replica).
+    #[arg(long, env = "LEADER_ELECT", default_value_t = false)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+}
+
+/// What a running operator process holds.
+pub struct Runtime {
+    /// API client.
+    pub client: Client,
+    /// Metrics registry.
+    pub metrics: Metrics,
+    /// Readiness state.
+    pub probe: Arc<Probe>,
+    /// The operator's name, e.g. "kubeflow-training-operator".
+    pub name: String,
+    leadership: Option<watch::Receiver<bool>>,
+}
+
+/// Starts tracing, the client, the metrics server and (when asked) waits to
+/// become leader.
+pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
+    telemetry::init_tracing();
+    let client = Client::try_default()
+        .await
+        .context("failed to create a Kubernetes client")?;
+    let metrics = Metrics::new().context("failed to register metrics")?;
+    let probe = Arc::new(Probe::default());
+    let server = telemetry::serve(args.metrics_addr, metrics.clone(), probe.clone());
+    tokio::spawn(async move {
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "metrics server stopped");
+        }
+    });
+    let mut leadership = None;
+    if args.leader_elect {
+        probe.set_standby();
+        let identity =
+            std::env::var("POD_NAME").unwrap_or_else(|_| format!("{name}-{}", std::process::id()));
+        let manager = LeaseManagerBuilder::new(client.clone(), name)
+            .with_namespace(&args.lease_namespace)
+            .with_identity(identity)
+            .with_field_manager(name)
+            .build()
+            .await
+            .context("failed to set up leader election")?;
+        let (mut rx, _task) = manager.watch().await;
+        tracing::info!(lease = name, "waiting for leadership");
+        while !*rx.borrow_and_update() {
+            rx.changed().await.context("leader election stopped")?;
+        }
+        tracing::info!(lease = name, "became leader");
+        leadership = Some(rx);
+    }
+    metrics.leader.with_label_values(&[name]).set(1);
+    Ok(Runtime {
+        client,
+        metrics,
+        probe,
+        name: name.to_string(),
+        leadership,
+    })
+}
+
+impl Runtime {
+    /// Resolves on SIGTERM, Ctrl-C, or loss of the leader Lease.
+    pub fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let leadership = self.leadership.clone();
+        let metrics = self.metrics.clone();
+        let name = self.name.clone();
+        async move {
+            let lost = async move {
+                match leadership {
+                    Some(mut rx) => {
+                        while *rx.borrow_and_update() {
+                            if rx.changed().await.is_err() {
+                                break;
+                            }
+                        }
+                        tracing::warn!(
+                            "lost leadership; stopping so a restart rejoins the election"
+                        );
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = terminate() => tracing::info!("termination signal received; shutting down"),
+                () = lost => {}
+            }
+            metrics.leader.with_label_values(&[&name]).set(0);
+        }
+    }
+}
+
+async fn terminate() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,258 @@
+//! Transforms of rendered objects: target namespace (with the rewrites
+//! kustomize's namespace transformer makes), images, replicas, resources,
+//! scheduling and labels. All pure functions over objects.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use crate::kinds::{self, kind};
+
+/// Moves every namespaced object from its bundle namespace to `target`, and
+/// rewrites what points at those namespaces: ServiceAccount subjects of
+/// (Cluster)RoleBindings, webhook, APIService and CRD conversion service
+/// references. `only_from` limits the move to objects in those namespaces
+/// (empty: all). Namespace objects named like a moved namespace are dropped,
+/// since the target namespace is the component CR's and already exists.
+pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: &[&str]) {
+    let cluster_custom = kinds::cluster_scoped_custom_kinds(objects);
+    let moves = |ns: &str| only_from.is_empty() || only_from.contains(&ns);
+    let mut moved: Vec<String> = Vec::new();
+    for obj in objects.iter_mut() {
+        if kinds::is_cluster_scoped(obj, &cluster_custom) {
+            continue;
+        }
+        let from = obj.metadata.namespace.clone().unwrap_or_default();
+        if from.is_empty() || moves(&from) {
+            if !from.is_empty() && !moved.contains(&from) {
+                moved.push(from);
+            }
+            obj.metadata.namespace = Some(target.to_string());
+        }
+    }
+    let rewrite = |ns: &mut Value| {
+        if let Some(s) = ns.as_str()
+            && moved.iter().any(|m| m == s)
+        {
+            *ns = Value::String(target.to_string());
+        }
+    };
+    for obj in objects.iter_mut() {
+        match kind(obj) {
+            "RoleBinding" | "ClusterRoleBinding" => {
+                if let Some(subjects) = obj.data.get_mut("subjects").and_then(Value::as_array_mut) {
+                    for s in subjects {
+                        if s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                            && let Some(ns) = s.get_mut("namespace")
+                        {
+                            rewrite(ns);
+                        }
+                    }
+                }
+            }
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
+                if let Some(hooks) = obj.data.get_mut("webhooks").and_then(Value::as_array_mut) {
+                    for h in hooks {
+                        if let Some(ns) = h.pointer_mut("/clientConfig/service/namespace") {
+                            rewrite(ns);
+                        }
+                    }
+                }
+            }
+            "APIService" => {
+                if let Some(ns) = obj.data.pointer_mut("/spec/service/namespace") {
+                    rewrite(ns);
+                }
+            }
+            "CustomResourceDefinition" => {
+                if let Some(ns) = obj
+                    .data
+                    .pointer_mut("/spec/conversion/webhook/clientConfig/service/namespace")
+                {
+                    rewrite(ns);
+                }
+            }
+            _ => {}
+        }
+    }
+    objects.retain(|o| {
+        !(kind(o) == "Namespace" && o.metadata.name.as_ref().is_some_and(|n| moved.contains(n)))
+    });
+}
+
+/// The pod template spec of a workload (Deployment, StatefulSet, DaemonSet, Job), if it is one.
+pub fn pod_spec_mut(obj: &mut DynamicObject) -> Option<&mut Value> {
+    match kind(obj) {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "Job" | "ReplicaSet" => {
+            obj.data.pointer_mut("/spec/template/spec")
+        }
+        "CronJob" => obj.data.pointer_mut("/spec/jobTemplate/spec/template/spec"),
+        _ => None,
+    }
+}
+
+/// Whether the object is a workload with a pod template.
+pub fn is_workload(obj: &DynamicObject) -> bool {
+    matches!(
+        kind(obj),
+        "Deployment" | "StatefulSet" | "DaemonSet" | "Job" | "CronJob"
+    )
+}
+
+fn containers_mut(pod: &mut Value) -> impl Iterator<Item = &mut Value> {
+    let Value::Object(map) = pod else {
+        return Vec::new().into_iter();
+    };
+    let mut out = Vec::new();
+    for (key, list) in map.iter_mut() {
+        if (key == "containers" || key == "initContainers")
+            && let Value::Array(items) = list
+        {
+            out.extend(items.iter_mut());
+        }
+    }
+    out.into_iter()
+}
+
+/// Sets the image of every container (and init container) named in `images`.
+/// Returns the container names that matched nothing, so a caller can refuse a
+/// misspelt override instead of ignoring it.
+pub fn set_images(objects: &mut [DynamicObject], images: &BTreeMap<String, String>) -> Vec<String> {
+    let mut unmatched: Vec<String> = images.keys().cloned().collect();
+    for obj in objects.iter_mut() {
+        let Some(pod) = pod_spec_mut(obj) else {
+            continue;
+        };
+        for c in containers_mut(pod) {
+            let Some(name) = c.get("name").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            if let Some(image) = images.get(&name) {
+                c["image"] = Value::String(image.clone());
+                unmatched.retain(|u| *u != name);
+            }
+        }
+    }
+    unmatched
+}
+
+/// Sets `spec.replicas` of the named Deployments and StatefulSets.
+pub fn set_replicas(objects: &mut [DynamicObject], workloads: &[&str], replicas: i32) {
+    for obj in objects
+        .iter_mut()
+        .filter(|o| matches!(kind(o), "Deployment" | "StatefulSet"))
+    {
+        if obj
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| workloads.contains(&n))
+        {
+            obj.data["spec"]["replicas"] = json!(replicas);
+        }
+    }
+}
+
+/// Replaces the resources of the named workloads' containers (those named in
+/// `containers`, or the first container when `containers` is empty).
+pub fn set_resources(
+    objects: &mut [DynamicObject],
+    workloads: &[&str],
+    containers: &[&str],
+    resources: &ResourceRequirements,
+) {
+    let value = serde_json::to_value(resources).unwrap_or(Value::Null);
+    for obj in objects.iter_mut() {
+        if !obj
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| workloads.contains(&n))
+        {
+            continue;
+        }
+        let Some(Value::Array(list)) = pod_spec_mut(obj).and_then(|p| p.get_mut("containers"))
+        else {
+            continue;
+        };
+        for (i, c) in list.iter_mut().enumerate() {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+            if (containers.is_empty() && i == 0) || containers.contains(&name) {
+                c["resources"] = value.clone();
+            }
+        }
+    }
+}
+
+/// Sets nodeSelector and/or tolerations on the named workloads (all workloads when `workloads` is empty).
+pub fn set_scheduling(
+    objects: &mut [DynamicObject],
+    workloads: &[&str],
+    node_selector: Option<&BTreeMap<String, String>>,
+    tolerations: Option<&Vec<Toleration>>,
+) {
+    for obj in objects.iter_mut() {
+        if !workloads.is_empty()
+            && !obj
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| workloads.contains(&n))
+        {
+            continue;
+        }
+        let Some(pod) = pod_spec_mut(obj) else {
+            continue;
+        };
+        if let Some(sel) = node_selector {
+            pod["nodeSelector"] = json!(sel);
+        }
+        if let Some(tol) = tolerations {
+            pod["tolerations"] = serde_json::to_value(tol).unwrap_or(Value::Null);
+        }
+    }
+}
+
+/// Adds labels to every object's metadata (not to selectors or templates,
+/// which would change immutable Deployment selectors).
+pub fn add_labels(objects: &mut [DynamicObject], labels: &BTreeMap<String, String>) {
+    for obj in objects.iter_mut() {
+        let l = obj.metadata.labels.get_or_insert_with(BTreeMap::new);
+        l.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+}
+
+/// Sets (or appends) a container argument `--name=value` on the named workloads' first container.
+pub fn set_arg(objects: &mut [DynamicObject], workload: &str, flag: &str, value: Option<&str>) {
+    for obj in objects
+        .iter_mut()
+        .filter(|o| o.metadata.name.as_deref() == Some(workload))
+    {
+        let Some(Value::Array(list)) = pod_spec_mut(obj).and_then(|p| p.get_mut("containers"))
+        else {
+            continue;
+        };
+        let Some(c) = list.first_mut() else { continue };
+        let args = c
+            .as_object_mut()
+            .map(|m| m.entry("args").or_insert_with(|| json!([])));
+        let Some(Value::Array(args)) = args else {
+            continue;
+        };
+        let prefix = format!("{flag}=");
+        args.retain(|a| {
+            a.as_str()
+                .is_none_or(|s| s != flag && !s.starts_with(&prefix))
+        });
+        if let Some(v) = value {
+            args.push(Value::String(format!("{flag}={v}")));
+        }
+    }
+}
+
+/// Removes objects matching `drop`.
+pub fn remove(objects: &mut Vec<DynamicObject>, drop: impl Fn(&DynamicObject) -> bool) {
+    objects.retain(|o| !drop(o));
+}
