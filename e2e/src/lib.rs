@@ -1,1 +1,255 @@
+//! Test support for the local control plane (`e2e/cluster`): connect (starting
+//! the cluster when it is not running), throwaway namespaces, YAML apply,
+//! waits with timeouts, the upstream bundles, and operator processes.
+//!
+//! Tests that need the cluster never pass silently without it: when it cannot
+//! be reached or started they fail with the reason.
 
+pub mod operator;
+pub mod wait;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::{Discovery, Scope};
+use kube::{Client, Config};
+use tokio::sync::{Mutex, MutexGuard, OnceCell};
+
+pub use wait::wait_for;
+
+/// The repository's root folder.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The upstream bundles: `$KUBEFLOW_MANIFESTS` or `../shared/manifests` beside the repository.
+pub fn manifests_dir() -> PathBuf {
+    std::env::var_os("KUBEFLOW_MANIFESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("..").join("shared").join("manifests"))
+}
+
+/// Reads a bundle file's text, relative to [`manifests_dir`].
+pub fn bundle_text(relative: &str) -> String {
+    let path = manifests_dir().join(relative);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read bundle {}: {e}", path.display()))
+}
+
+/// The cluster script.
+pub fn cluster_script() -> PathBuf {
+    repo_root().join("e2e").join("cluster")
+}
+
+/// Runs `e2e/cluster <args>` and returns its standard output.
+pub fn cluster_cmd(args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("bash")
+        .arg(cluster_script())
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "e2e/cluster {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The kubeconfig `e2e/cluster up` writes.
+pub fn kubeconfig_path() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let cache = std::env::var_os("KUBEFLOW_E2E_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or(home.join(".cache/kubeflow-e2e"));
+    std::env::var_os("KUBEFLOW_E2E_STATE")
+        .map(PathBuf::from)
+        .unwrap_or(cache.join("cluster"))
+        .join("kubeconfig")
+}
+
+/// The folder with the control-plane binaries (kubectl, helm, ...).
+pub fn bin_dir() -> PathBuf {
+    cluster_cmd(&["bin-dir"])
+        .map(|s| PathBuf::from(s.trim()))
+        .unwrap_or_default()
+}
+
+async fn client_from_kubeconfig() -> anyhow::Result<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig_path())?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+async fn reachable(client: &Client) -> bool {
+    client.apiserver_version().await.is_ok()
+}
+
+static STARTED: OnceCell<()> = OnceCell::const_new();
+
+/// A client of the test cluster; starts the cluster when it is not up.
+/// Panics with the reason when it cannot.
+pub async fn client() -> Client {
+    STARTED
+        .get_or_init(|| async {
+            if let Ok(c) = client_from_kubeconfig().await
+                && reachable(&c).await
+            {
+                return;
+            }
+            if let Err(e) = tokio::task::spawn_blocking(|| cluster_cmd(&["up"]))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r)
+            {
+                panic!("the test cluster is not running and could not be started: {e}");
+            }
+        })
+        .await;
+    match client_from_kubeconfig().await {
+        Ok(c) if reachable(&c).await => c,
+        Ok(_) => panic!(
+            "the test cluster at {} does not answer",
+            kubeconfig_path().display()
+        ),
+        Err(e) => panic!(
+            "cannot read the test cluster's kubeconfig {}: {e}",
+            kubeconfig_path().display()
+        ),
+    }
+}
+
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Serializes tests that touch cluster-scoped objects or run operators.
+pub async fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A namespace for one test, deleted by [`TestNamespace::delete`].
+pub struct TestNamespace {
+    /// Its name.
+    pub name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    /// Creates `<prefix>-<pid>-<n>`.
+    pub async fn new(client: &Client, prefix: &str) -> Self {
+        let name = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let api: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+            .unwrap_or_else(|e| panic!("namespace literal: {e}"));
+        api.create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
+        TestNamespace {
+            name,
+            client: client.clone(),
+        }
+    }
+
+    /// Deletes the namespace (without waiting for it to go).
+    pub async fn delete(self) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let _ = api.delete(&self.name, &DeleteParams::background()).await;
+    }
+}
+
+/// Parses multi-document YAML into objects (empty documents skipped).
+pub fn parse_yaml(text: &str) -> Vec<DynamicObject> {
+    text.split("\n---")
+        .filter(|d| {
+            d.lines().any(|l| {
+                !l.trim().is_empty() && !l.trim_start().starts_with('#') && l.trim() != "---"
+            })
+        })
+        .map(|d| {
+            serde_saphyr::from_str::<serde_json::Value>(d)
+                .unwrap_or_else(|e| panic!("bad YAML in test: {e}"))
+        })
+        .filter(|v| !v.is_null())
+        .map(|v| serde_json::from_value(v).unwrap_or_else(|e| panic!("not an object: {e}")))
+        .collect()
+}
+
+/// Server-side applies YAML (namespaced objects without a namespace go to `namespace`).
+pub async fn apply_yaml(client: &Client, namespace: &str, text: &str) -> Vec<DynamicObject> {
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .unwrap_or_else(|e| panic!("discovery failed: {e}"));
+    let mut out = Vec::new();
+    for obj in parse_yaml(text) {
+        let types = obj
+            .types
+            .clone()
+            .unwrap_or_else(|| panic!("object without apiVersion/kind"));
+        let gvk = kube::core::GroupVersionKind::try_from(&types)
+            .unwrap_or_else(|e| panic!("bad apiVersion: {e}"));
+        let (ar, caps) = discovery
+            .resolve_gvk(&gvk)
+            .unwrap_or_else(|| panic!("kind {gvk:?} is not served"));
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
+            Api::namespaced_with(
+                client.clone(),
+                obj.metadata.namespace.as_deref().unwrap_or(namespace),
+                &ar,
+            )
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        let applied = api
+            .patch(
+                &name,
+                &PatchParams::apply("kubeflow-e2e").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("cannot apply {} {name}: {e}", types.kind));
+        out.push(applied);
+    }
+    out
+}
+
+/// Applies the project's CRDs from `crds/`.
+pub async fn install_crds(client: &Client) {
+    let dir = repo_root().join("crds");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for f in files {
+        let text = std::fs::read_to_string(&f)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", f.display()));
+        apply_yaml(client, "default", &text).await;
+    }
+}
+
+/// Runs a control-plane binary (kubectl, helm) against the test cluster.
+pub fn run_tool(tool: &str, args: &[&str]) -> std::process::Output {
+    Command::new(bin_dir().join(tool))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig_path())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"))
+}

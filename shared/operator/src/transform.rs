@@ -44,10 +44,13 @@ pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: 
             "RoleBinding" | "ClusterRoleBinding" => {
                 if let Some(subjects) = obj.data.get_mut("subjects").and_then(Value::as_array_mut) {
                     for s in subjects {
-                        if s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                            && let Some(ns) = s.get_mut("namespace")
-                        {
-                            rewrite(ns);
+                        if s.get("kind").and_then(Value::as_str) != Some("ServiceAccount") {
+                            continue;
+                        }
+                        // A subject without a namespace means the bundle's own ServiceAccount.
+                        match s.get_mut("namespace") {
+                            Some(ns) => rewrite(ns),
+                            None => s["namespace"] = Value::String(target.to_string()),
                         }
                     }
                 }

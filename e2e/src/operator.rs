@@ -1,0 +1,140 @@
+//! Operators under test, run as real processes of the workspace's binaries.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+
+/// A running operator process; stopped (by its own pid) when dropped.
+pub struct OperatorProcess {
+    child: Child,
+    /// Its metrics address.
+    pub metrics_addr: String,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+static PORT: AtomicU16 = AtomicU16::new(0);
+
+/// The workspace's target folder.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::repo_root().join("target"))
+}
+
+/// Path of a workspace binary, built by `cargo build --workspace`.
+pub fn binary(name: &str) -> PathBuf {
+    let profile = std::env::var("KUBEFLOW_E2E_PROFILE").unwrap_or_else(|_| "debug".into());
+    let path = target_dir().join(profile).join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo build --workspace` first",
+        path.display()
+    );
+    path
+}
+
+impl OperatorProcess {
+    /// Starts a component operator reading the shared bundles.
+    pub fn start(name: &str, extra_args: &[&str]) -> Self {
+        Self::start_with_env(name, extra_args, &[])
+    }
+
+    /// Starts an operator with extra environment.
+    pub fn start_with_env(name: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Self {
+        // Ports per process so a test's operators never collide.
+        let offset = PORT.fetch_add(1, Ordering::Relaxed);
+        let port = 20000 + (std::process::id() % 2000) as u16 * 10 + offset % 10;
+        let metrics_addr = format!("127.0.0.1:{port}");
+        let log = target_dir()
+            .join("e2e-logs")
+            .join(format!("{name}-{}-{offset}.log", std::process::id()));
+        if let Some(dir) = log.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let log_file = std::fs::File::create(&log)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        let mut cmd = Command::new(binary(name));
+        cmd.arg("--manifests-dir")
+            .arg(crate::manifests_dir())
+            .args(extra_args)
+            .env("KUBECONFIG", crate::kubeconfig_path())
+            .env("METRICS_ADDR", &metrics_addr)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(
+                log_file.try_clone().unwrap_or_else(|e| panic!("log: {e}")),
+            ))
+            .stderr(Stdio::from(log_file));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        OperatorProcess {
+            child,
+            metrics_addr,
+            log,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Fetches `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        http_get(&self.metrics_addr, "/metrics")
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Stops the process and waits for it.
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        // SIGTERM by pid first, for a graceful shutdown; then make sure.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// A minimal HTTP/1.0 GET over loopback (enough for /metrics and probes).
+pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await?;
+    Ok(buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(buf))
+}
+
+/// Reads one sample's value from Prometheus text (`name{labels}` prefix match).
+pub fn metric_value(text: &str, series_prefix: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(series_prefix))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
