@@ -1,6 +1,10 @@
 //! API types of the Kubeflow meta-operator (`platform.kubeflow.org`) and its
 //! component operators (`components.kubeflow.org`), and their CRDs.
 
+// kube-derive's `printcolumn(...)` entries repeat keys such as `type_` by
+// design; clippy reads them as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod common;
 pub mod components;
 pub mod crds;

@@ -198,16 +198,15 @@ pub fn set_ca_bundle(objects: &mut [DynamicObject], service: &str, cert: &Webhoo
                     }
                 }
             }
-            "CustomResourceDefinition" => {
+            "CustomResourceDefinition"
                 if obj
                     .data
                     .pointer("/spec/conversion/webhook/clientConfig/service/name")
                     .and_then(Value::as_str)
-                    == Some(service)
-                {
-                    obj.data["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] =
-                        bundle.clone();
-                }
+                    == Some(service) =>
+            {
+                obj.data["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] =
+                    bundle.clone();
             }
             _ => {}
         }

@@ -1,0 +1,453 @@
+//! The shared library's apply engine and cleanup against the real control
+//! plane, driven directly (no operator process), with a component CR as the
+//! inventory's parent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+use kubeflow_api::{Pipelines, Training};
+use kubeflow_e2e::{
+    TestNamespace, apply_yaml, client, install_crds, manifests_dir, serial, wait_for,
+};
+use kubeflow_operator::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
+use kubeflow_operator::bundle;
+use kubeflow_operator::cleanup;
+use kubeflow_operator::inventory::{self, Inventory};
+use kubeflow_operator::kinds::{self, kind};
+use kubeflow_operator::labels;
+use kubeflow_operator::transform;
+
+const MANAGER: &str = "kubeflow-library-test";
+
+/// A parent CR with no operator watching it.
+async fn parent<K>(client: &Client, ns: &str, yaml: &str) -> K
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    apply_yaml(client, ns, yaml).await;
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    api.get("kubeflow").await.expect("parent CR")
+}
+
+fn rendered(component: &str, version: &str, ns: &str) -> Vec<DynamicObject> {
+    let mut objects = bundle::load(&manifests_dir(), component, version)
+        .expect("bundle")
+        .objects;
+    transform::set_namespace(&mut objects, ns, &[]);
+    objects
+}
+
+fn retain_crds(o: &DynamicObject) -> bool {
+    kind(o) == "CustomResourceDefinition"
+}
+
+async fn apply<K>(
+    engine: &Engine,
+    client: &Client,
+    cr_name: &str,
+    ns: &str,
+    objects: Vec<DynamicObject>,
+) -> Result<ApplyOutcome, ApplyError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    // Re-read the parent each time: the engine keeps its inventory annotation on it.
+    let cr: K = Api::namespaced(client.clone(), ns)
+        .get(cr_name)
+        .await
+        .expect("parent");
+    let inv = Inventory::for_parent(&cr, "test", MANAGER);
+    let resource = ApiResource::erase::<K>(&());
+    let empty = BTreeMap::new();
+    engine
+        .apply(ApplyRequest {
+            inventory: &inv,
+            parent_resource: &resource,
+            parent_annotations: cr.meta().annotations.as_ref().unwrap_or(&empty),
+            parent_labels: cr.meta().labels.as_ref().unwrap_or(&empty),
+            owner: cr.controller_owner_ref(&()),
+            objects,
+            version: "v1",
+            retain: &retain_crds,
+        })
+        .await
+}
+
+async fn cleanup_all<K>(engine: &Engine, client: &Client, ns: &str) -> cleanup::CleanupOutcome
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let cr: K = Api::namespaced(client.clone(), ns)
+        .get("kubeflow")
+        .await
+        .expect("parent");
+    let inv = Inventory::for_parent(&cr, "test", MANAGER);
+    let kinds: BTreeSet<String> =
+        inventory::parse_group_kinds(cr.annotations().get(labels::APPLYSET_GROUP_KINDS))
+            .into_iter()
+            .collect();
+    let mut last = cleanup::CleanupOutcome::default();
+    for _ in 0..200 {
+        last = cleanup::cleanup(engine, &inv, &kinds, &retain_crds, false)
+            .await
+            .expect("cleanup");
+        if last.done() {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("cleanup did not finish: {:?}", last.remaining);
+}
+
+async fn live_members(
+    engine: &Engine,
+    client: &Client,
+    ns: &str,
+    kinds: &BTreeSet<String>,
+) -> Vec<DynamicObject> {
+    let cr: Training = Api::namespaced(client.clone(), ns)
+        .get("kubeflow")
+        .await
+        .expect("parent");
+    let inv = Inventory::for_parent(&cr, "test", MANAGER);
+    engine
+        .list_members(&inv, kinds)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|m| m.object)
+        .collect()
+}
+
+fn resource_versions(objects: &[DynamicObject]) -> BTreeMap<String, String> {
+    objects
+        .iter()
+        .map(|o| {
+            (
+                kubeflow_operator::apply::describe(o),
+                o.resource_version().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "lib-training").await;
+    let cr: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let engine = Engine::new(client.clone(), MANAGER);
+    let objects = rendered("training", "v1.9.2", &ns.name);
+    let count = objects.len();
+    let kinds: BTreeSet<String> = objects.iter().map(kinds::group_kind).collect();
+
+    let first = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("first apply");
+    assert_eq!(first.created.len(), count, "every object is new");
+
+    // Every object exists, labelled, owned when it shares the CR's namespace.
+    let live = live_members(&engine, &client, &ns.name, &kinds).await;
+    assert_eq!(live.len(), count);
+    let id = Inventory::for_parent(&cr, "test", MANAGER).id;
+    for o in &live {
+        let l = o.labels();
+        assert_eq!(
+            l.get(labels::APPLYSET_PART_OF),
+            Some(&id),
+            "{}",
+            o.name_any()
+        );
+        assert_eq!(l.get(labels::MANAGED_BY).map(String::as_str), Some(MANAGER));
+        let owners = o.owner_references();
+        if o.namespace().as_deref() == Some(ns.name.as_str()) {
+            assert_eq!(owners.len(), 1, "{} has one owner", o.name_any());
+            assert_eq!(owners[0].uid, cr.uid().unwrap_or_default());
+            assert_eq!(owners[0].controller, Some(true));
+        } else {
+            assert!(
+                o.namespace().is_none() && owners.is_empty(),
+                "{} is cluster-scoped and unowned",
+                o.name_any()
+            );
+        }
+    }
+
+    // Steady state: no write, no resourceVersion moves.
+    let before = resource_versions(&live);
+    let again = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("re-apply");
+    assert!(
+        again.written.is_empty(),
+        "re-apply wrote {:?}",
+        again.written
+    );
+    let after = resource_versions(&live_members(&engine, &client, &ns.name, &kinds).await);
+    assert_eq!(before, after);
+
+    // A deleted Deployment and ClusterRole come back.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &ns.name);
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    deployments
+        .delete("training-operator", &DeleteParams::default())
+        .await
+        .expect("delete deployment");
+    roles
+        .delete("training-operator", &DeleteParams::default())
+        .await
+        .expect("delete clusterrole");
+    let repaired = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("repair");
+    let mut created = repaired.created.clone();
+    created.sort();
+    assert_eq!(
+        created,
+        vec![
+            "ClusterRole training-operator".to_string(),
+            format!("Deployment {}/training-operator", ns.name)
+        ]
+    );
+    assert!(
+        deployments
+            .get_opt("training-operator")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert!(
+        roles
+            .get_opt("training-operator")
+            .await
+            .expect("get")
+            .is_some()
+    );
+
+    // An edited field is put back.
+    deployments
+        .patch(
+            "training-operator",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("edit");
+    let fixed = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("repair edit");
+    assert_eq!(
+        fixed.drifted,
+        vec![format!("Deployment {}/training-operator", ns.name)]
+    );
+    assert_eq!(
+        deployments
+            .get("training-operator")
+            .await
+            .expect("get")
+            .spec
+            .and_then(|s| s.replicas),
+        Some(1)
+    );
+
+    // Cleanup leaves nothing of the inventory but the CRDs, and releases them.
+    let out = cleanup_all::<Training>(&engine, &client, &ns.name).await;
+    assert_eq!(
+        out.retained.len(),
+        6,
+        "the six job CRDs are kept: {:?}",
+        out.retained
+    );
+    let left = live_members(&engine, &client, &ns.name, &kinds).await;
+    assert!(
+        left.is_empty(),
+        "left behind: {:?}",
+        left.iter().map(|o| o.name_any()).collect::<Vec<_>>()
+    );
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
+    let tf = crds
+        .get("tfjobs.kubeflow.org")
+        .await
+        .expect("the CRD is kept");
+    assert!(
+        !tf.labels().contains_key(labels::APPLYSET_PART_OF),
+        "a kept CRD belongs to no inventory"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_version_change_prunes_what_the_new_bundle_lacks() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "lib-prune").await;
+    let _: Pipelines = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.5.0}\n").await;
+    let engine = Engine::new(client.clone(), MANAGER);
+    let old = rendered("pipelines", "2.5.0", &ns.name);
+    assert!(
+        old.iter().all(|o| kind(o) != "Namespace"),
+        "the bundle's namespace is replaced by the CR's"
+    );
+    apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, old)
+        .await
+        .expect("apply 2.5.0");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("minio").await.expect("get").is_some());
+
+    let new = rendered("pipelines", "2.15.0", &ns.name);
+    let out = apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, new)
+        .await
+        .expect("apply 2.15.0");
+    assert!(
+        out.pruned
+            .contains(&format!("Deployment {}/minio", ns.name)),
+        "pruned: {:?}",
+        out.pruned
+    );
+    assert!(
+        out.pruned
+            .contains(&format!("PersistentVolumeClaim {}/minio-pvc", ns.name)),
+        "pruned: {:?}",
+        out.pruned
+    );
+    assert!(
+        deployments
+            .get_opt("seaweedfs")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    wait_for("minio to go", Duration::from_secs(10), || async {
+        deployments
+            .get_opt("minio")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    cleanup_all::<Pipelines>(&engine, &client, &ns.name).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_second_inventory_cannot_take_a_held_cluster_object_and_applies_nothing() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let a = TestNamespace::new(&client, "lib-holder").await;
+    let b = TestNamespace::new(&client, "lib-taker").await;
+    let cr_yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n";
+    let _: Training = parent(&client, &a.name, cr_yaml).await;
+    let _: Training = parent(&client, &b.name, cr_yaml).await;
+    let engine = Engine::new(client.clone(), MANAGER);
+    let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: kubeflow-e2e-shared-role}\nrules: []\n";
+    apply::<Training>(
+        &engine,
+        &client,
+        "kubeflow",
+        &a.name,
+        kubeflow_e2e::parse_yaml(role),
+    )
+    .await
+    .expect("holder applies");
+
+    let mut objects = kubeflow_e2e::parse_yaml(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: would-be-created, namespace: {}}}\n",
+        b.name
+    ));
+    objects.extend(kubeflow_e2e::parse_yaml(role));
+    let err = apply::<Training>(&engine, &client, "kubeflow", &b.name, objects)
+        .await
+        .expect_err("conflict");
+    assert!(matches!(err, ApplyError::Conflict { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&format!("{}/kubeflow", a.name)),
+        "names the holder: {err}"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &b.name);
+    assert!(
+        cms.get_opt("would-be-created")
+            .await
+            .expect("get")
+            .is_none(),
+        "nothing applied"
+    );
+
+    cleanup_all::<Training>(&engine, &client, &a.name).await;
+    a.delete().await;
+    b.delete().await;
+}
+
+#[tokio::test]
+async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "lib-invalid").await;
+    let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let engine = Engine::new(client.clone(), MANAGER);
+    let good = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: good, namespace: {0}}}\n",
+        ns.name
+    );
+    let bad = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: bad, namespace: {0}}}\nspec:\n  replicas: -1\n  selector: {{matchLabels: {{a: b}}}}\n  template:\n    metadata: {{labels: {{a: b}}}}\n    spec: {{containers: [{{name: c, image: x}}]}}\n",
+        ns.name
+    );
+    let objects = kubeflow_e2e::parse_yaml(&format!("{good}---\n{bad}"));
+    let err = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects)
+        .await
+        .expect_err("invalid");
+    assert!(
+        matches!(err, ApplyError::Invalid { .. }) && err.to_string().contains("replicas"),
+        "{err}"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        cms.get_opt("good").await.expect("get").is_none(),
+        "the valid object was not applied either"
+    );
+
+    // Opt-out: an annotated object keeps a hand edit.
+    let objects = kubeflow_e2e::parse_yaml(&format!("{good}data: {{k: v}}\n"));
+    apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("apply");
+    cms.patch(
+        "good",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {labels::SKIP_RECONCILE: "true"}}, "data": {"k": "hand-edited"}})),
+    )
+    .await
+    .expect("edit");
+    let out = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects)
+        .await
+        .expect("apply");
+    assert_eq!(out.skipped, vec![format!("ConfigMap {}/good", ns.name)]);
+    let cm = cms.get("good").await.expect("get");
+    assert_eq!(
+        cm.data.and_then(|d| d.get("k").cloned()).as_deref(),
+        Some("hand-edited")
+    );
+
+    cleanup_all::<Training>(&engine, &client, &ns.name).await;
+    ns.delete().await;
+}
