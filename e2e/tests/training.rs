@@ -1,0 +1,291 @@
+//! The training operator, running as a process, against the real control plane.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::operator::{OperatorProcess, metric_value};
+use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use serde_json::json;
+
+const OPERATOR: &str = "kubeflow-training-operator";
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn writes(metrics: &str) -> f64 {
+    metric_value(metrics, "kubeflow_apply_writes_total{").unwrap_or(0.0)
+}
+
+/// Deletes an object and measures how long until a new one (another uid) exists.
+async fn repair_time<K>(api: &Api<K>, name: &str) -> Duration
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let old = api.get(name).await.expect("exists").uid();
+    api.delete(name, &DeleteParams::background())
+        .await
+        .expect("delete");
+    let start = Instant::now();
+    wait_for(
+        &format!("{name} to be recreated"),
+        Duration::from_secs(10),
+        || async {
+            let o = api.get_opt(name).await.ok()??;
+            (o.uid() != old && o.meta().deletion_timestamp.is_none()).then_some(())
+        },
+    )
+    .await;
+    start.elapsed()
+}
+
+#[tokio::test]
+async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "training").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec:\n  version: v1.9.2\n  jobKinds: [TFJob, PyTorchJob]\n").await;
+    let cr = wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    assert_eq!(
+        cr.data.pointer("/status/version").and_then(|v| v.as_str()),
+        Some("v1.9.2")
+    );
+
+    // Transformed as the spec says: only the enabled kinds, their schemes, a filled certificate.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let d = deployments
+        .get("training-operator")
+        .await
+        .expect("deployment");
+    let args = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| p.containers[0].args.clone().unwrap_or_default());
+    assert_eq!(
+        args,
+        Some(vec![
+            "--enable-scheme=tfjob".to_string(),
+            "--enable-scheme=pytorchjob".to_string()
+        ])
+    );
+    let inventory = format!(
+        "{}",
+        cr.labels()
+            .get("applyset.kubernetes.io/id")
+            .expect("the CR carries the ApplySet id")
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut ours: Vec<String> = crds
+        .list(&ListParams::default().labels(&format!("applyset.kubernetes.io/part-of={inventory}")))
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    ours.sort();
+    assert_eq!(
+        ours,
+        vec!["pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org"]
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let secret = secrets
+        .get("training-operator-webhook-cert")
+        .await
+        .expect("secret");
+    let data = secret.data.expect("certificate data");
+    assert!(data.contains_key("tls.crt") && data.contains_key("tls.key"));
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc = webhooks
+        .get("validator.training-operator.kubeflow.org")
+        .await
+        .expect("webhooks");
+    let hooks = vwc.webhooks.unwrap_or_default();
+    assert_eq!(hooks.len(), 2, "only the enabled kinds' webhooks");
+    for h in &hooks {
+        assert_eq!(
+            h.client_config.ca_bundle.as_ref(),
+            data.get("ca.crt"),
+            "caBundle is the generated CA"
+        );
+        assert_eq!(
+            h.client_config
+                .service
+                .as_ref()
+                .map(|s| s.namespace.clone()),
+            Some(ns.name.clone())
+        );
+    }
+
+    // An edit lands, and only the object it concerns is written.
+    let before = writes(&op.metrics().await);
+    trainings
+        .patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("edit replicas");
+    wait_for("replicas 2", Duration::from_secs(10), || async {
+        (deployments
+            .get("training-operator")
+            .await
+            .ok()?
+            .spec?
+            .replicas
+            == Some(2))
+        .then_some(())
+    })
+    .await;
+    wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    assert_eq!(
+        writes(&op.metrics().await) - before,
+        1.0,
+        "one object written for one changed field"
+    );
+
+    // Deleted managed objects come back within a second.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    for (what, took) in [
+        (
+            "Deployment",
+            repair_time(&deployments, "training-operator").await,
+        ),
+        (
+            "ClusterRole",
+            repair_time(&roles, "training-operator").await,
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            repair_time(&webhooks, "validator.training-operator.kubeflow.org").await,
+        ),
+    ] {
+        assert!(
+            took < Duration::from_secs(1),
+            "{what} took {took:?} to come back"
+        );
+    }
+    wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+
+    // Bad input: a clear Degraded condition, nothing on the cluster changes.
+    let rv = deployments
+        .get("training-operator")
+        .await
+        .expect("get")
+        .resource_version();
+    trainings
+        .patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v9.9.9"}})),
+        )
+        .await
+        .expect("set an unknown version");
+    let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
+    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    assert_eq!(reason, "UnknownVersion");
+    assert!(
+        message.contains("v9.9.9") && message.contains("v1.9.2"),
+        "{message}"
+    );
+    trainings
+        .patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"version": "v1.9.2", "images": {"no-such-container": "x"}}}),
+            ),
+        )
+        .await
+        .expect("set a malformed override");
+    let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
+    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    assert_eq!(reason, "InvalidSpec");
+    assert!(message.contains("no-such-container"), "{message}");
+    assert_eq!(
+        deployments
+            .get("training-operator")
+            .await
+            .expect("get")
+            .resource_version(),
+        rv,
+        "nothing changed"
+    );
+    trainings
+        .patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"images": null}})),
+        )
+        .await
+        .expect("fix the spec");
+    wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+
+    // A restarted operator re-adopts what exists without writing.
+    op.stop();
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    wait_for(
+        "the new operator to reconcile",
+        Duration::from_secs(20),
+        || async {
+            let m = op.metrics().await;
+            (metric_value(&m, "controller_runtime_reconcile_total{").unwrap_or(0.0) >= 1.0)
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(writes(&op.metrics().await), 0.0, "a restart writes nothing");
+
+    // Deletion removes everything but the kept CRDs.
+    trainings
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete CR");
+    wait_for("the CR to go", Duration::from_secs(30), || async {
+        trainings
+            .get_opt("kubeflow")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        roles
+            .get_opt("training-operator")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        webhooks
+            .get_opt("validator.training-operator.kubeflow.org")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        crds.get_opt("tfjobs.kubeflow.org")
+            .await
+            .expect("get")
+            .is_some(),
+        "CRDs are kept"
+    );
+    let left = crds
+        .list(&ListParams::default().labels(&format!("applyset.kubernetes.io/part-of={inventory}")))
+        .await
+        .expect("list");
+    assert!(left.items.is_empty(), "kept CRDs belong to no inventory");
+    drop(op);
+    ns.delete().await;
+}
