@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::discovery::{Discovery, Scope};
+use kube::discovery::Scope;
 use kube::{Client, Config};
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
@@ -190,12 +190,25 @@ pub fn parse_yaml(text: &str) -> Vec<DynamicObject> {
         .collect()
 }
 
+/// Resolves a kind by discovery, retrying briefly: a CRD applied a moment ago
+/// may be listed before it is served.
+async fn resolve(
+    client: &Client,
+    gvk: &kube::core::GroupVersionKind,
+) -> (kube::api::ApiResource, kube::discovery::ApiCapabilities) {
+    let mut last = None;
+    for _ in 0..100 {
+        match kube::discovery::pinned_kind(client, gvk).await {
+            Ok(r) => return r,
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("kind {gvk:?} is not served: {last:?}")
+}
+
 /// Server-side applies YAML (namespaced objects without a namespace go to `namespace`).
 pub async fn apply_yaml(client: &Client, namespace: &str, text: &str) -> Vec<DynamicObject> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .unwrap_or_else(|e| panic!("discovery failed: {e}"));
     let mut out = Vec::new();
     for obj in parse_yaml(text) {
         let types = obj
@@ -204,9 +217,7 @@ pub async fn apply_yaml(client: &Client, namespace: &str, text: &str) -> Vec<Dyn
             .unwrap_or_else(|| panic!("object without apiVersion/kind"));
         let gvk = kube::core::GroupVersionKind::try_from(&types)
             .unwrap_or_else(|e| panic!("bad apiVersion: {e}"));
-        let (ar, caps) = discovery
-            .resolve_gvk(&gvk)
-            .unwrap_or_else(|| panic!("kind {gvk:?} is not served"));
+        let (ar, caps) = resolve(client, &gvk).await;
         let name = obj.metadata.name.clone().unwrap_or_default();
         let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
             Api::namespaced_with(

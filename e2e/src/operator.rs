@@ -55,9 +55,11 @@ impl OperatorProcess {
         let log_file = std::fs::File::create(&log)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
         let mut cmd = Command::new(binary(name));
-        cmd.arg("--manifests-dir")
-            .arg(crate::manifests_dir())
-            .args(extra_args)
+        // Component operators read bundles; the meta-operator has none.
+        if name != "kubeflow-meta-operator" {
+            cmd.arg("--manifests-dir").arg(crate::manifests_dir());
+        }
+        cmd.args(extra_args)
             .env("KUBECONFIG", crate::kubeconfig_path())
             .env("METRICS_ADDR", &metrics_addr)
             .env("RUST_LOG", "info")

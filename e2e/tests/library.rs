@@ -42,6 +42,39 @@ fn rendered(component: &str, version: &str, ns: &str) -> Vec<DynamicObject> {
     objects
 }
 
+/// Removes what an earlier, failed run of these tests left: every cluster-scoped
+/// object labelled as managed by this test's field manager. Tests hold the
+/// serial lock, so nothing else of this manager is live.
+async fn clear_leftovers(client: &Client) {
+    let selector = format!("{}={MANAGER}", labels::MANAGED_BY);
+    let lp = kube::api::ListParams::default().labels(&selector);
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds.list(&lp).await.expect("list CRDs").items {
+        let patch = serde_json::json!({"metadata": {"labels": {labels::APPLYSET_PART_OF: null, labels::MANAGED_BY: null}}});
+        let _ = crds
+            .patch(
+                &crd.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+    }
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    let _ = roles.delete_collection(&DeleteParams::default(), &lp).await;
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
+    let _ = bindings
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let hooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(client.clone());
+    let _ = hooks.delete_collection(&DeleteParams::default(), &lp).await;
+    let mhooks: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
+        Api::all(client.clone());
+    let _ = mhooks
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+}
+
 fn retain_crds(o: &DynamicObject) -> bool {
     kind(o) == "CustomResourceDefinition"
 }
@@ -146,6 +179,7 @@ fn resource_versions(objects: &[DynamicObject]) -> BTreeMap<String, String> {
 async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
     let client = client().await;
     let _g = serial().await;
+    clear_leftovers(&client).await;
     install_crds(&client).await;
     let ns = TestNamespace::new(&client, "lib-training").await;
     let cr: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
@@ -160,8 +194,15 @@ async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
     assert_eq!(first.created.len(), count, "every object is new");
 
     // Every object exists, labelled, owned when it shares the CR's namespace.
+    let mut kinds = kinds;
+    kinds.insert("ClusterRole.rbac.authorization.k8s.io".to_string());
     let live = live_members(&engine, &client, &ns.name, &kinds).await;
-    assert_eq!(live.len(), count);
+    // The bundle's objects, and the claim on the component's cluster scope.
+    assert_eq!(live.len(), count + 1);
+    assert!(
+        live.iter()
+            .any(|o| o.name_any() == "kubeflow-test-cluster-claim")
+    );
     let id = Inventory::for_parent(&cr, "test", MANAGER).id;
     for o in &live {
         let l = o.labels();
@@ -294,6 +335,7 @@ async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
 async fn a_version_change_prunes_what_the_new_bundle_lacks() {
     let client = client().await;
     let _g = serial().await;
+    clear_leftovers(&client).await;
     install_crds(&client).await;
     let ns = TestNamespace::new(&client, "lib-prune").await;
     let _: Pipelines = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.5.0}\n").await;
@@ -351,6 +393,7 @@ async fn a_version_change_prunes_what_the_new_bundle_lacks() {
 async fn a_second_inventory_cannot_take_a_held_cluster_object_and_applies_nothing() {
     let client = client().await;
     let _g = serial().await;
+    clear_leftovers(&client).await;
     install_crds(&client).await;
     let a = TestNamespace::new(&client, "lib-holder").await;
     let b = TestNamespace::new(&client, "lib-taker").await;
@@ -400,6 +443,7 @@ async fn a_second_inventory_cannot_take_a_held_cluster_object_and_applies_nothin
 async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
     let client = client().await;
     let _g = serial().await;
+    clear_leftovers(&client).await;
     install_crds(&client).await;
     let ns = TestNamespace::new(&client, "lib-invalid").await;
     let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;

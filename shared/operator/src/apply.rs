@@ -17,6 +17,8 @@ use crate::inventory::{self, Inventory};
 use crate::kinds::{self, kind};
 use crate::labels;
 
+/// Group-kind of the claim object.
+const CLAIM_GROUP_KIND: &str = "ClusterRole.rbac.authorization.k8s.io";
 /// How many API requests the engine keeps in flight at once.
 const CONCURRENCY: usize = 16;
 /// How long to wait for an applied CRD to become Established.
@@ -247,6 +249,17 @@ impl Engine {
                     .is_some_and(|l| inventory::holder(l).is_none()))
         });
 
+        // Claim the component's cluster scope atomically before any write, so two
+        // instances racing never each take a part of it.
+        let reaches_out = planned.iter().any(|p| {
+            p.desired.metadata.namespace.as_deref() != Some(req.inventory.parent_namespace.as_str())
+        });
+        let claim_key = if reaches_out {
+            Some(self.claim(&req, &member_labels).await?)
+        } else {
+            None
+        };
+
         let needs_write = |p: &Planned| match &p.live {
             None => true,
             Some(live) => {
@@ -280,6 +293,7 @@ impl Engine {
                 .push(p);
         }
         let mut applied_keys = BTreeSet::new();
+        applied_keys.extend(claim_key);
         for (wave, items) in waves {
             let results: Vec<(Planned, Option<DynamicObject>)> =
                 stream::iter(items.into_iter().map(|mut p| async {
@@ -353,6 +367,87 @@ impl Engine {
             self.write_parent(&req, &final_kinds).await?;
         }
         Ok(outcome)
+    }
+
+    /// Takes (or confirms) the claim on the component's cluster scope: an
+    /// empty ClusterRole created only if absent, so exactly one inventory holds it.
+    async fn claim(
+        &self,
+        req: &ApplyRequest<'_>,
+        member_labels: &BTreeMap<String, String>,
+    ) -> Result<(String, String, String), ApplyError> {
+        let name = format!("kubeflow-{}-cluster-claim", req.inventory.component);
+        let api: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(self.client.clone());
+        let role = k8s_openapi::api::rbac::v1::ClusterRole {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(member_labels.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let key = (CLAIM_GROUP_KIND.to_string(), String::new(), name.clone());
+        let what = || format!("ClusterRole {name}");
+        match api
+            .create(
+                &kube::api::PostParams {
+                    field_manager: Some(self.manager.clone()),
+                    ..Default::default()
+                },
+                &role,
+            )
+            .await
+        {
+            Ok(_) => return Ok(key),
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(source) => {
+                return Err(ApplyError::Api {
+                    verb: "claim",
+                    object: what(),
+                    source,
+                });
+            }
+        }
+        let live = api.get(&name).await.map_err(|source| ApplyError::Api {
+            verb: "read",
+            object: what(),
+            source,
+        })?;
+        let labels = live.metadata.labels.clone().unwrap_or_default();
+        match labels.get(labels::APPLYSET_PART_OF) {
+            Some(id) if *id == req.inventory.id => Ok(key),
+            Some(_) => Err(ApplyError::Conflict {
+                object: format!("the cluster-scoped objects of {}", req.inventory.component),
+                holder: format!(
+                    "{}/{}",
+                    labels
+                        .get(labels::OWNER_NAMESPACE)
+                        .cloned()
+                        .unwrap_or_default(),
+                    labels.get(labels::OWNER_NAME).cloned().unwrap_or_default()
+                ),
+            }),
+            None => {
+                // Released by its last holder: take it, on condition nobody changed it since the read.
+                let mut taken = role.clone();
+                taken.metadata.resource_version = live.metadata.resource_version.clone();
+                api.replace(
+                    &name,
+                    &kube::api::PostParams {
+                        field_manager: Some(self.manager.clone()),
+                        ..Default::default()
+                    },
+                    &taken,
+                )
+                .await
+                .map_err(|source| ApplyError::Api {
+                    verb: "claim",
+                    object: what(),
+                    source,
+                })?;
+                Ok(key)
+            }
+        }
     }
 
     async fn dry_run_all(&self, items: Vec<&Planned>) -> Result<(), ApplyError> {

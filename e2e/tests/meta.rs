@@ -1,0 +1,298 @@
+//! The meta-operator, running as a process with the training operator beside
+//! it (the other component operators absent), against the real control plane.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn kubeflow(version: &str, components: &str) -> String {
+    format!(
+        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n{components}"
+    )
+}
+
+async fn gone(api: &Api<DynamicObject>, name: &str) {
+    wait_for(&format!("{name} to be deleted"), TIMEOUT, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+fn status_str<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
+    obj.data.pointer(pointer).and_then(Value::as_str)
+}
+
+#[tokio::test]
+async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "meta").await;
+    let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
+    let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let all = "    istio: {managementState: Managed}\n    training: {managementState: Managed, spec: {jobKinds: [PyTorchJob]}}\n    pipelines: {managementState: Managed}\n    serving: {managementState: Managed}\n    devicePlugins: {managementState: Removed}\n";
+    apply_yaml(&client, &ns.name, &kubeflow("1.10.2", all)).await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let trainings = component_api(&client, &ns.name, "Training");
+    let istios = component_api(&client, &ns.name, "Istio");
+    let servings = component_api(&client, &ns.name, "Serving");
+    let pipelines = component_api(&client, &ns.name, "Pipelines");
+
+    // Istio and Training are created; Serving and Pipelines wait for Istio,
+    // which no operator makes Ready here.
+    let training = wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(
+        training.data["spec"],
+        json!({"jobKinds": ["PyTorchJob"], "version": "v1.9.2", "platform": "kubernetes"})
+    );
+    let kf = kfs.get("kubeflow").await.expect("kubeflow");
+    let owner = &training.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        (
+            "Kubeflow",
+            kf.uid().unwrap_or_default().as_str(),
+            Some(true)
+        )
+    );
+    let istio = istios.get("kubeflow").await.expect("istio child");
+    assert_eq!(istio.data.pointer("/spec/version"), Some(&json!("1.26.1")));
+    assert!(
+        servings.get_opt("kubeflow").await.expect("get").is_none(),
+        "serving waits for istio"
+    );
+    assert!(
+        pipelines.get_opt("kubeflow").await.expect("get").is_none(),
+        "pipelines waits for istio"
+    );
+    let kf = wait_for(
+        "the Kubeflow status to show waiting components",
+        TIMEOUT,
+        || async {
+            let kf = kfs.get("kubeflow").await.ok()?;
+            let (_, reason, _, g) = condition(&kf, "Progressing")?;
+            (reason == "WaitingForDependency"
+                && g == kf.metadata.generation
+                && status_str(&kf, "/status/readyComponents") == Some("1/4"))
+            .then_some(kf)
+        },
+    )
+    .await;
+    let serving = kf
+        .data
+        .pointer("/status/components")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "serving"))
+        .cloned();
+    assert_eq!(
+        serving.as_ref().and_then(|s| s["reason"].as_str()),
+        Some("WaitingForDependency")
+    );
+    assert_eq!(status_str(&kf, "/status/phase"), Some("Installing"));
+
+    // A field set on the child and not stated by the Kubeflow CR survives reconciles.
+    trainings
+        .patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("user edit");
+    kfs.patch("kubeflow", &PatchParams::default(), &Patch::Merge(json!({"spec": {"components": {"training": {"spec": {"jobKinds": ["PyTorchJob", "TFJob"]}}}}})))
+        .await
+        .expect("edit the parent");
+    let t = wait_for(
+        "the parent's change to reach the child",
+        TIMEOUT,
+        || async {
+            let t = trainings.get("kubeflow").await.ok()?;
+            (t.data.pointer("/spec/jobKinds") == Some(&json!(["PyTorchJob", "TFJob"]))).then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(
+        t.data.pointer("/spec/replicas"),
+        Some(&json!(3)),
+        "the user's edit survives"
+    );
+
+    // Removed: the child goes, and its operator cleans the component up.
+    kfs.patch(
+        "kubeflow",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"spec": {"components": {"training": {"managementState": "Removed"}}}}),
+        ),
+    )
+    .await
+    .expect("remove training");
+    gone(&trainings, "kubeflow").await;
+
+    // Deletion removes every child.
+    kfs.delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    gone(&kfs, "kubeflow").await;
+    for api in [&istios, &trainings, &servings, &pipelines] {
+        assert!(api.get_opt("kubeflow").await.expect("get").is_none());
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn an_unknown_release_is_refused_and_creates_nothing() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "meta-unknown").await;
+    let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
+    apply_yaml(
+        &client,
+        &ns.name,
+        &kubeflow("1.9.0", "    training: {managementState: Managed}\n"),
+    )
+    .await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    let (_, reason, message, _) = condition(&kf, "Degraded").expect("Degraded");
+    assert_eq!(reason, "UnknownVersion");
+    assert!(
+        message.contains("1.9.0") && message.contains("1.10.2, 1.11.0"),
+        "{message}"
+    );
+    assert!(
+        component_api(&client, &ns.name, "Training")
+            .get_opt("kubeflow")
+            .await
+            .expect("get")
+            .is_none(),
+        "nothing created"
+    );
+    kfs.delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    gone(&kfs, "kubeflow").await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn upgrades_move_every_child_and_downgrades_are_refused() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "meta-upgrade").await;
+    let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
+    let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let comps = "    training: {managementState: Managed}\n    istio: {managementState: Managed}\n";
+    apply_yaml(&client, &ns.name, &kubeflow("1.10.2", comps)).await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let istios = component_api(&client, &ns.name, "Istio");
+    wait_for("istio child at 1.26.1", TIMEOUT, || async {
+        (istios
+            .get("kubeflow")
+            .await
+            .ok()?
+            .data
+            .pointer("/spec/version")?
+            == "1.26.1")
+            .then_some(())
+    })
+    .await;
+    kfs.patch(
+        "kubeflow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": "1.11.0"}})),
+    )
+    .await
+    .expect("upgrade");
+    wait_for("istio child at 1.28.0", TIMEOUT, || async {
+        (istios
+            .get("kubeflow")
+            .await
+            .ok()?
+            .data
+            .pointer("/spec/version")?
+            == "1.28.0")
+            .then_some(())
+    })
+    .await;
+
+    // Istio has no operator here, so the upgrade stays in progress and says so.
+    // Without Istio, the whole CR reaches Ready at 1.11.0, and then a
+    // downgrade is refused.
+    kfs.patch(
+        "kubeflow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"components": {"istio": {"managementState": "Removed"}}}})),
+    )
+    .await
+    .expect("drop istio");
+    let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(status_str(&kf, "/status/version"), Some("1.11.0"));
+    kfs.patch(
+        "kubeflow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": "1.10.2"}})),
+    )
+    .await
+    .expect("downgrade");
+    let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    assert_eq!(
+        condition(&kf, "Degraded").map(|c| c.1).as_deref(),
+        Some("DowngradeRefused")
+    );
+    assert_eq!(
+        status_str(&kf, "/status/version"),
+        Some("1.11.0"),
+        "still the installed release"
+    );
+
+    kfs.delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    gone(&kfs, "kubeflow").await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster_objects() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    let a = TestNamespace::new(&client, "meta-a").await;
+    let b = TestNamespace::new(&client, "meta-b").await;
+    let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
+    let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let comps = "    training: {managementState: Managed}\n";
+    apply_yaml(&client, &a.name, &kubeflow("1.11.0", comps)).await;
+    let kfs_a = component_api(&client, &a.name, "Kubeflow");
+    wait_condition(&kfs_a, "kubeflow", "Ready", "True", TIMEOUT).await;
+    apply_yaml(&client, &b.name, &kubeflow("1.11.0", comps)).await;
+    let kfs_b = component_api(&client, &b.name, "Kubeflow");
+    let training_b = component_api(&client, &b.name, "Training");
+    let t = wait_condition(&training_b, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    let (_, reason, message, _) = condition(&t, "Degraded").expect("Degraded");
+    assert_eq!(reason, "OwnershipConflict");
+    assert!(
+        message.contains(&format!("{}/kubeflow", a.name)),
+        "names the holder: {message}"
+    );
+    let kf_b = wait_condition(&kfs_b, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    assert_eq!(status_str(&kf_b, "/status/phase"), Some("Degraded"));
+
+    for (kfs, ns) in [(&kfs_b, b), (&kfs_a, a)] {
+        kfs.delete("kubeflow", &DeleteParams::default())
+            .await
+            .expect("delete");
+        gone(kfs, "kubeflow").await;
+        ns.delete().await;
+    }
+}

@@ -1,0 +1,158 @@
+//! The component CRs a `Kubeflow` CR stands for, rendered without API access:
+//! only the fields the `Kubeflow` CR states, plus the version from the release
+//! table and the resolved platform.
+
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use kubeflow_api::kubeflow::{ComponentEntry, ManagementState};
+use kubeflow_api::{DevicePlugins, Istio, Kubeflow, Pipelines, Platform, Serving, Training};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::release::Release;
+
+/// Components in creation order; removal runs in reverse.
+pub const ORDER: [&str; 5] = [
+    "istio",
+    "training",
+    "device-plugins",
+    "pipelines",
+    "serving",
+];
+
+/// Components a component waits for (when they are Managed).
+pub fn depends_on(component: &str) -> &'static [&'static str] {
+    match component {
+        "pipelines" | "serving" => &["istio"],
+        _ => &[],
+    }
+}
+
+/// The API resource of a component's CR.
+pub fn resource(component: &str) -> ApiResource {
+    match component {
+        "istio" => ApiResource::erase::<Istio>(&()),
+        "training" => ApiResource::erase::<Training>(&()),
+        "device-plugins" => ApiResource::erase::<DevicePlugins>(&()),
+        "pipelines" => ApiResource::erase::<Pipelines>(&()),
+        _ => ApiResource::erase::<Serving>(&()),
+    }
+}
+
+/// One component as the `Kubeflow` CR asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Child {
+    /// Component name.
+    pub component: &'static str,
+    /// Whether it is Managed (false: Removed, or not listed).
+    pub managed: bool,
+    /// The child CR's spec: stated fields, version, platform.
+    pub spec: Map<String, Value>,
+}
+
+fn stated<S: Serialize>(entry: Option<&ComponentEntry<S>>) -> (bool, Map<String, Value>) {
+    match entry {
+        None => (false, Map::new()),
+        Some(e) => {
+            let spec = e.spec.as_ref().and_then(|s| serde_json::to_value(s).ok());
+            let map = match spec {
+                Some(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            (e.management_state == ManagementState::Managed, map)
+        }
+    }
+}
+
+/// Every component's child, in [`ORDER`].
+pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Child> {
+    let c = &kf.spec.components;
+    ORDER
+        .iter()
+        .map(|&component| {
+            let (managed, mut spec) = match component {
+                "istio" => stated(c.istio.as_ref()),
+                "training" => stated(c.training.as_ref()),
+                "device-plugins" => stated(c.device_plugins.as_ref()),
+                "pipelines" => stated(c.pipelines.as_ref()),
+                _ => stated(c.serving.as_ref()),
+            };
+            // A version the Kubeflow CR pins for the component wins over the release table.
+            if let Some(v) = release.component(component) {
+                spec.entry("version").or_insert_with(|| json!(v));
+            }
+            spec.insert(
+                "platform".into(),
+                serde_json::to_value(platform).unwrap_or(Value::Null),
+            );
+            Child {
+                component,
+                managed,
+                spec,
+            }
+        })
+        .collect()
+}
+
+/// The child CR object: same namespace and name as the `Kubeflow` CR.
+pub fn object(kf: &Kubeflow, child: &Child) -> DynamicObject {
+    let ar = resource(child.component);
+    let mut obj =
+        DynamicObject::new(&kf.name_any(), &ar).within(&kf.namespace().unwrap_or_default());
+    obj.data = json!({ "spec": child.spec });
+    obj
+}
+
+/// The version a child is expected to report.
+pub fn expected_version(child: &Child) -> Option<&str> {
+    child.spec.get("version").and_then(Value::as_str)
+}
+
+/// The Kubeflow kind's resource, for the inventory.
+pub fn kubeflow_resource() -> ApiResource {
+    ApiResource::erase::<Kubeflow>(&())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release;
+
+    fn kf(json_text: &str) -> Kubeflow {
+        serde_json::from_str(json_text).expect("Kubeflow")
+    }
+
+    #[test]
+    fn only_stated_fields_pass_through_with_the_release_version() {
+        let k = kf(
+            r#"{"apiVersion":"platform.kubeflow.org/v1alpha1","kind":"Kubeflow","metadata":{"name":"kf","namespace":"ns"},
+            "spec":{"version":"1.11.0","components":{
+              "training":{"managementState":"Managed","spec":{"jobKinds":["TFJob"]}},
+              "pipelines":{"managementState":"Managed","spec":{"version":"2.5.0"}},
+              "serving":{"managementState":"Removed"}}}}"#,
+        );
+        let r = release::find("1.11.0").expect("release");
+        let children = desired(&k, r, Platform::Kubernetes);
+        let get = |n: &str| children.iter().find(|c| c.component == n).expect("child");
+        let training = get("training");
+        assert!(training.managed);
+        assert_eq!(
+            Value::Object(training.spec.clone()),
+            json!({"jobKinds": ["TFJob"], "version": "v1.9.2", "platform": "kubernetes"})
+        );
+        assert_eq!(
+            expected_version(get("pipelines")),
+            Some("2.5.0"),
+            "a pinned version wins"
+        );
+        assert!(!get("serving").managed);
+        assert!(
+            !get("istio").managed,
+            "a component not listed is not installed"
+        );
+        let obj = object(&k, training);
+        assert_eq!(obj.metadata.name.as_deref(), Some("kf"));
+        assert_eq!(obj.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(obj.types.map(|t| t.kind), Some("Training".to_string()));
+    }
+}

@@ -1,0 +1,509 @@
+//! The `Kubeflow` controller: check the release, render the children in
+//! dependency order, apply them through the shared engine (so removed
+//! components are pruned and steady state writes nothing), summarize.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use kubeflow_api::kubeflow::{ComponentSummary, Phase, UpgradeStatus};
+use kubeflow_api::{DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Training};
+use kubeflow_operator::apply::{ApplyError, ApplyRequest, Engine};
+use kubeflow_operator::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
+use kubeflow_operator::inventory::Inventory;
+use kubeflow_operator::runner::{self, RunArgs};
+use kubeflow_operator::telemetry::Metrics;
+use kubeflow_operator::{labels, platform};
+use serde_json::{Value, json};
+
+use crate::children::{self, Child, ORDER};
+use crate::release;
+use crate::summary;
+
+/// The operator's name and field manager.
+pub const NAME: &str = "kubeflow-meta-operator";
+/// Finalizer on `Kubeflow` CRs: children go first, in reverse order.
+pub const FINALIZER: &str = "platform.kubeflow.org/cleanup";
+
+struct Context {
+    client: Client,
+    engine: Engine,
+    metrics: Metrics,
+}
+
+/// Errors retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API request failed.
+    #[error("failed to {0}: {1}")]
+    Api(&'static str, #[source] kube::Error),
+    /// Applying children failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// Children are still being removed.
+    #[error("waiting for {0} to be removed")]
+    Removing(String),
+}
+
+/// Runs the meta-operator until SIGTERM.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let rt = runner::start(NAME, &args).await?;
+    let ctx = Arc::new(Context {
+        client: rt.client.clone(),
+        engine: Engine::new(rt.client.clone(), NAME),
+        metrics: rt.metrics.clone(),
+    });
+    let c = &rt.client;
+    let cfg = || watcher::Config::default().any_semantic();
+    let controller = Controller::new(Api::<Kubeflow>::all(c.clone()), cfg())
+        .owns(Api::<Istio>::all(c.clone()), cfg())
+        .owns(Api::<Training>::all(c.clone()), cfg())
+        .owns(Api::<DevicePlugins>::all(c.clone()), cfg())
+        .owns(Api::<Pipelines>::all(c.clone()), cfg())
+        .owns(Api::<Serving>::all(c.clone()), cfg());
+    let store = controller.store();
+    let probe = rt.probe.clone();
+    tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            probe.set_active();
+        }
+    });
+    controller
+        .graceful_shutdown_on(rt.shutdown())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    Ok(())
+}
+
+fn error_policy(_kf: Arc<Kubeflow>, err: &Error, ctx: Arc<Context>) -> Action {
+    let reason = match err {
+        Error::Api(..) => "ApiError",
+        Error::Apply(_) => "ApplyError",
+        Error::Removing(_) => "Removing",
+    };
+    if matches!(err, Error::Removing(_)) {
+        return Action::requeue(Duration::from_millis(500));
+    }
+    ctx.metrics
+        .reconcile_errors_total
+        .with_label_values(&[NAME, reason])
+        .inc();
+    tracing::warn!(error = %err, "reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(kf: Arc<Kubeflow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let api: Api<Kubeflow> =
+        Api::namespaced(ctx.client.clone(), &kf.namespace().unwrap_or_default());
+    let result = finalizer(&api, FINALIZER, kf, |event| async {
+        match event {
+            FinalizerEvent::Apply(kf) => apply(&kf, &ctx).await,
+            FinalizerEvent::Cleanup(kf) => cleanup(&kf, &ctx).await,
+        }
+    })
+    .await;
+    ctx.metrics
+        .reconcile_time_seconds
+        .with_label_values(&[NAME])
+        .observe(started.elapsed().as_secs_f64());
+    let outcome = if result.is_ok() { "success" } else { "error" };
+    ctx.metrics
+        .reconcile_total
+        .with_label_values(&[NAME, outcome])
+        .inc();
+    result.map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        kube::runtime::finalizer::Error::AddFinalizer(e)
+        | kube::runtime::finalizer::Error::RemoveFinalizer(e) => {
+            Error::Api("update the finalizer", e)
+        }
+        other => Error::Removing(other.to_string()),
+    })
+}
+
+/// Reads the live child CRs.
+async fn live_children(
+    ctx: &Context,
+    kf: &Kubeflow,
+) -> Result<BTreeMap<&'static str, DynamicObject>, Error> {
+    let ns = kf.namespace().unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for component in ORDER {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &children::resource(component));
+        match api.get_opt(&kf.name_any()).await {
+            Ok(Some(o)) => {
+                out.insert(component, o);
+            }
+            Ok(None) => {}
+            // The component's CRD not being installed reads as "no child".
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(Error::Api("read a component CR", e)),
+        }
+    }
+    Ok(out)
+}
+
+async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
+    let generation = kf.meta().generation;
+    let old = kf.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    status.observed_generation = generation;
+    let allow_downgrade = kf
+        .annotations()
+        .get(labels::ALLOW_DOWNGRADE)
+        .is_some_and(|v| v == "true");
+
+    let release =
+        match release::check_change(old.version.as_deref(), &kf.spec.version, allow_downgrade) {
+            Ok(r) => r,
+            Err(refused) => {
+                let r = match refused {
+                    release::ChangeRefused::Unknown(..) => reason::UNKNOWN_VERSION,
+                    _ => reason::DOWNGRADE_REFUSED,
+                };
+                return refuse(kf, ctx, status, r, &refused.to_string()).await;
+            }
+        };
+    let resolved = platform::resolve(&ctx.client, kf.spec.platform)
+        .await
+        .map_err(|e| Error::Api("detect the platform", e))?;
+    status.platform = Some(resolved);
+    let wanted = children::desired(kf, release, resolved);
+    let live = live_children(ctx, kf).await?;
+
+    // Which children to render: managed ones whose dependencies are ready (or
+    // that exist already), and removed ones whose dependents still exist.
+    let ready_now = |c: &str| {
+        let child = wanted.iter().find(|w| w.component == c);
+        child.is_some_and(|ch| summary::summarize(ch, live.get(c)).ready)
+    };
+    let managed: BTreeSet<&str> = wanted
+        .iter()
+        .filter(|c| c.managed)
+        .map(|c| c.component)
+        .collect();
+    let mut render: Vec<&Child> = Vec::new();
+    let mut waiting: BTreeMap<&str, String> = BTreeMap::new();
+    for child in &wanted {
+        let c = child.component;
+        if child.managed {
+            let blockers: Vec<&str> = children::depends_on(c)
+                .iter()
+                .copied()
+                .filter(|d| managed.contains(d) && !ready_now(d))
+                .collect();
+            if blockers.is_empty() || live.contains_key(c) {
+                render.push(child);
+            } else {
+                waiting.insert(
+                    c,
+                    format!("{c} waits for {} to be Ready", blockers.join(", ")),
+                );
+            }
+        } else if live.contains_key(c)
+            && ORDER
+                .iter()
+                .any(|d| children::depends_on(d).contains(&c) && live.contains_key(d))
+        {
+            // Kept until its dependents are gone: removal runs in reverse order.
+            render.push(child);
+        }
+    }
+
+    let inv = Inventory::for_parent(kf, "kubeflow", NAME);
+    let empty = BTreeMap::new();
+    let resource = children::kubeflow_resource();
+    let never = |_: &DynamicObject| false;
+    let outcome = ctx
+        .engine
+        .apply(ApplyRequest {
+            inventory: &inv,
+            parent_resource: &resource,
+            parent_annotations: kf.meta().annotations.as_ref().unwrap_or(&empty),
+            parent_labels: kf.meta().labels.as_ref().unwrap_or(&empty),
+            owner: kf.controller_owner_ref(&()),
+            objects: render.iter().map(|c| children::object(kf, c)).collect(),
+            version: &kf.spec.version,
+            retain: &never,
+        })
+        .await;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) if e.is_refusal() => {
+            let r = if matches!(e, ApplyError::Conflict { .. }) {
+                reason::OWNERSHIP_CONFLICT
+            } else {
+                reason::INVALID_SPEC
+            };
+            return refuse(kf, ctx, status, r, &e.to_string()).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !outcome.written.is_empty() {
+        ctx.metrics
+            .apply_writes_total
+            .with_label_values(&[NAME])
+            .inc_by(outcome.written.len() as u64);
+    }
+    let after: BTreeMap<&str, &DynamicObject> = ORDER
+        .iter()
+        .filter_map(|c| {
+            let kind = children::resource(c).kind;
+            outcome
+                .live
+                .iter()
+                .find(|o| o.types.as_ref().is_some_and(|t| t.kind == kind))
+                .map(|o| (*c, o))
+        })
+        .collect();
+
+    let mut summaries: Vec<ComponentSummary> = Vec::new();
+    for child in wanted.iter().filter(|c| c.managed) {
+        let mut s = summary::summarize(child, after.get(child.component).copied());
+        if let Some(w) = waiting.get(child.component) {
+            s.reason = Some(reason::WAITING_FOR_DEPENDENCY.into());
+            s.message = Some(w.clone());
+        }
+        summaries.push(s);
+    }
+    let total = summaries.len();
+    let ready_count = summaries.iter().filter(|s| s.ready).count();
+    let all_ready = ready_count == total;
+    status.components = summaries.clone();
+    status.ready_components = Some(format!("{ready_count}/{total}"));
+    let installed = old.version.clone();
+    if all_ready {
+        status.version = Some(kf.spec.version.clone());
+        status.upgrade = None;
+    } else if let Some(from) = installed.filter(|v| *v != kf.spec.version) {
+        status.upgrade = Some(UpgradeStatus {
+            from,
+            to: kf.spec.version.clone(),
+        });
+    }
+    conditions::set(
+        &mut status.conditions,
+        DEGRADED,
+        false,
+        reason::AS_EXPECTED,
+        "",
+        generation,
+    );
+    if all_ready {
+        let msg = format!("{total} components ready at Kubeflow {}", kf.spec.version);
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            true,
+            reason::READY,
+            &msg,
+            generation,
+        );
+        conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            false,
+            reason::READY,
+            "",
+            generation,
+        );
+        status.phase = Some(Phase::Ready);
+    } else {
+        let pending: Vec<String> = summaries
+            .iter()
+            .filter(|s| !s.ready)
+            .map(|s| {
+                format!(
+                    "{} ({})",
+                    s.name,
+                    s.message.clone().or(s.reason.clone()).unwrap_or_default()
+                )
+            })
+            .collect();
+        let r = if waiting.is_empty() {
+            reason::COMPONENTS_NOT_READY
+        } else {
+            reason::WAITING_FOR_DEPENDENCY
+        };
+        let msg = format!("waiting for {}", pending.join("; "));
+        conditions::set(&mut status.conditions, READY, false, r, &msg, generation);
+        conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            true,
+            r,
+            &msg,
+            generation,
+        );
+        status.phase = Some(if status.upgrade.is_some() {
+            Phase::Upgrading
+        } else {
+            Phase::Installing
+        });
+        if summaries.iter().any(|s| {
+            s.reason.as_deref() == Some(reason::OWNERSHIP_CONFLICT)
+                || s.reason.as_deref() == Some(reason::UNKNOWN_VERSION)
+                || s.reason.as_deref() == Some(reason::INVALID_SPEC)
+        }) {
+            // A child refusing its spec needs a person, as its own status says.
+            conditions::set(
+                &mut status.conditions,
+                DEGRADED,
+                true,
+                reason::COMPONENTS_NOT_READY,
+                &msg,
+                generation,
+            );
+            status.phase = Some(Phase::Degraded);
+        }
+    }
+    write_status(kf, ctx, &old, &status).await?;
+    ctx.metrics
+        .component_ready
+        .with_label_values(&[
+            "Kubeflow",
+            &kf.namespace().unwrap_or_default(),
+            &kf.name_any(),
+        ])
+        .set(i64::from(all_ready));
+    Ok(Action::requeue(if all_ready {
+        Duration::from_secs(600)
+    } else {
+        Duration::from_secs(30)
+    }))
+}
+
+async fn refuse(
+    kf: &Kubeflow,
+    ctx: &Context,
+    mut status: KubeflowStatus,
+    r: &'static str,
+    message: &str,
+) -> Result<Action, Error> {
+    let generation = kf.meta().generation;
+    tracing::warn!(reason = r, message, "refused");
+    ctx.metrics
+        .reconcile_errors_total
+        .with_label_values(&[NAME, r])
+        .inc();
+    let old = kf.status.clone().unwrap_or_default();
+    conditions::set(
+        &mut status.conditions,
+        DEGRADED,
+        true,
+        r,
+        message,
+        generation,
+    );
+    conditions::set(&mut status.conditions, READY, false, r, message, generation);
+    conditions::set(
+        &mut status.conditions,
+        PROGRESSING,
+        false,
+        r,
+        "",
+        generation,
+    );
+    status.phase = Some(Phase::Degraded);
+    write_status(kf, ctx, &old, &status).await?;
+    Ok(Action::await_change())
+}
+
+async fn write_status(
+    kf: &Kubeflow,
+    ctx: &Context,
+    old: &KubeflowStatus,
+    new: &KubeflowStatus,
+) -> Result<(), Error> {
+    let mut a = old.clone();
+    let mut b = new.clone();
+    let same_conditions = conditions::same(&a.conditions, &b.conditions);
+    a.conditions.clear();
+    b.conditions.clear();
+    if same_conditions && a == b && kf.status.is_some() {
+        return Ok(());
+    }
+    let mut value = serde_json::to_value(new).unwrap_or(Value::Null);
+    // Fields the new status drops are removed explicitly (merge patch).
+    if let (Ok(Value::Object(o)), Value::Object(n)) = (serde_json::to_value(old), &mut value) {
+        for k in o.keys() {
+            n.entry(k.clone()).or_insert(Value::Null);
+        }
+    }
+    let api: Api<Kubeflow> =
+        Api::namespaced(ctx.client.clone(), &kf.namespace().unwrap_or_default());
+    api.patch_status(
+        &kf.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": value })),
+    )
+    .await
+    .map_err(|e| Error::Api("write status", e))?;
+    Ok(())
+}
+
+/// Deletes children in reverse order, each wave once the previous one is gone.
+async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
+    let live = live_children(ctx, kf).await?;
+    if live.is_empty() {
+        let _ = ctx.metrics.component_ready.remove_label_values(&[
+            "Kubeflow",
+            &kf.namespace().unwrap_or_default(),
+            &kf.name_any(),
+        ]);
+        return Ok(Action::await_change());
+    }
+    let waves: [&[&str]; 2] = [
+        &["serving", "pipelines", "training", "device-plugins"],
+        &["istio"],
+    ];
+    let ns = kf.namespace().unwrap_or_default();
+    for wave in waves {
+        let present: Vec<&str> = wave
+            .iter()
+            .copied()
+            .filter(|c| live.contains_key(c))
+            .collect();
+        if present.is_empty() {
+            continue;
+        }
+        for c in &present {
+            if live
+                .get(c)
+                .is_some_and(|o| o.metadata.deletion_timestamp.is_none())
+            {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(ctx.client.clone(), &ns, &children::resource(c));
+                match api.delete(&kf.name_any(), &Default::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(Error::Api("delete a component CR", e)),
+                }
+            }
+        }
+        let message = format!("removing {}", present.join(", "));
+        let mut status = kf.status.clone().unwrap_or_default();
+        status.phase = Some(Phase::Deleting);
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            reason::DELETING,
+            &message,
+            kf.meta().generation,
+        );
+        write_status(kf, ctx, &kf.status.clone().unwrap_or_default(), &status).await?;
+        return Err(Error::Removing(present.join(", ")));
+    }
+    Ok(Action::await_change())
+}

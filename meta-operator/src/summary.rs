@@ -1,0 +1,122 @@
+//! Reading a child CR's state for the `Kubeflow` status: ready only when its
+//! Ready condition is True for its current generation and it reports the
+//! expected version (no false green).
+
+use kube::api::DynamicObject;
+use kubeflow_api::kubeflow::ComponentSummary;
+use serde_json::Value;
+
+use crate::children::{Child, expected_version};
+
+/// Summarizes one managed child from its live object (None: not created yet).
+pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummary {
+    let name = child.component.to_string();
+    let version = expected_version(child).map(str::to_string);
+    let Some(obj) = live else {
+        return ComponentSummary {
+            name,
+            version,
+            ready: false,
+            reason: Some("NotCreated".into()),
+            message: None,
+        };
+    };
+    let generation = obj.metadata.generation;
+    let status = obj.data.get("status");
+    let observed = status
+        .and_then(|s| s.get("observedGeneration"))
+        .and_then(Value::as_i64);
+    let ready_cond = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        });
+    let text = |k: &str| {
+        ready_cond
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let deployed = status
+        .and_then(|s| s.get("version"))
+        .and_then(Value::as_str);
+    let (ready, reason, message) = if observed != generation
+        || ready_cond
+            .and_then(|c| c.get("observedGeneration"))
+            .and_then(Value::as_i64)
+            != generation
+    {
+        (
+            false,
+            Some("Reconciling".to_string()),
+            Some(format!(
+                "{name} has not yet reported on generation {}",
+                generation.unwrap_or(0)
+            )),
+        )
+    } else if text("status").as_deref() != Some("True") {
+        (false, text("reason"), text("message"))
+    } else if version.is_some() && deployed != version.as_deref() {
+        (
+            false,
+            Some("VersionMismatch".to_string()),
+            Some(format!(
+                "{name} reports version {}",
+                deployed.unwrap_or("none")
+            )),
+        )
+    } else {
+        (true, None, None)
+    };
+    ComponentSummary {
+        name,
+        version,
+        ready,
+        reason,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn child() -> Child {
+        Child {
+            component: "training",
+            managed: true,
+            spec: json!({"version": "v1.9.2"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    fn live(generation: i64, observed: i64, ready: &str, version: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Training",
+            "metadata": {"name": "kf", "generation": generation},
+            "status": {"observedGeneration": observed, "version": version,
+                "conditions": [{"type": "Ready", "status": ready, "reason": "WorkloadsNotReady", "message": "m", "observedGeneration": observed, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn ready_needs_the_current_generation_and_version() {
+        assert!(summarize(&child(), Some(&live(2, 2, "True", "v1.9.2"))).ready);
+        let lagging = summarize(&child(), Some(&live(3, 2, "True", "v1.9.2")));
+        assert!(
+            !lagging.ready,
+            "a child whose observedGeneration lags is not ready"
+        );
+        assert_eq!(lagging.reason.as_deref(), Some("Reconciling"));
+        assert!(!summarize(&child(), Some(&live(2, 2, "True", "v1.9.1"))).ready);
+        let not_ready = summarize(&child(), Some(&live(2, 2, "False", "v1.9.2")));
+        assert_eq!(not_ready.reason.as_deref(), Some("WorkloadsNotReady"));
+        assert!(!summarize(&child(), None).ready);
+    }
+}
