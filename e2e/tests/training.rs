@@ -76,12 +76,11 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
             "--enable-scheme=pytorchjob".to_string()
         ])
     );
-    let inventory = format!(
-        "{}",
-        cr.labels()
-            .get("applyset.kubernetes.io/id")
-            .expect("the CR carries the ApplySet id")
-    );
+    let inventory = cr
+        .labels()
+        .get("applyset.kubernetes.io/id")
+        .cloned()
+        .expect("the CR carries the ApplySet id");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut ours: Vec<String> = crds
         .list(&ListParams::default().labels(&format!("applyset.kubernetes.io/part-of={inventory}")))
