@@ -55,3 +55,92 @@ pub async fn wait_condition(
     })
     .await
 }
+
+/// Removes what earlier, failed runs left of these components: every CR of
+/// the kinds (finalizers dropped, since their operator is gone) and every
+/// cluster-scoped object labelled with the components. Kept CRDs only lose the
+/// labels. Tests call it first, under the serial lock.
+pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+
+    for kind in kinds {
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &component_resource(kind));
+        let Ok(list) = all.list(&ListParams::default()).await else {
+            continue;
+        };
+        for cr in list.items {
+            let (Some(ns), Some(name)) = (cr.metadata.namespace.clone(), cr.metadata.name.clone())
+            else {
+                continue;
+            };
+            let api = component_api(client, &ns, kind);
+            let _ = api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+                )
+                .await;
+            let _ = api.delete(&name, &DeleteParams::background()).await;
+        }
+    }
+    for component in components {
+        let lp =
+            ListParams::default().labels(&format!("components.kubeflow.org/component={component}"));
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        if let Ok(list) = crds.list(&lp).await {
+            for crd in list.items {
+                let strip = serde_json::json!({"metadata": {"labels": {
+                    "applyset.kubernetes.io/part-of": null, "components.kubeflow.org/component": null,
+                    "components.kubeflow.org/owner-name": null, "components.kubeflow.org/owner-namespace": null}}});
+                let _ = crds
+                    .patch(
+                        &crd.metadata.name.unwrap_or_default(),
+                        &PatchParams::default(),
+                        &Patch::Merge(strip),
+                    )
+                    .await;
+            }
+        }
+        let dp = DeleteParams::background();
+        let _ = Api::<ClusterRole>::all(client.clone())
+            .delete_collection(&dp, &lp)
+            .await;
+        let _ = Api::<ClusterRoleBinding>::all(client.clone())
+            .delete_collection(&dp, &lp)
+            .await;
+        let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&dp, &lp)
+            .await;
+        let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&dp, &lp)
+            .await;
+        let _ = Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone())
+            .delete_collection(&dp, &lp)
+            .await;
+        if let Ok(list) = Api::<Namespace>::all(client.clone()).list(&lp).await {
+            for n in list.items {
+                let _ = Api::<Namespace>::all(client.clone())
+                    .delete(&n.metadata.name.unwrap_or_default(), &dp)
+                    .await;
+            }
+        }
+    }
+}
+
+/// The API resource of one of the project's kinds.
+pub fn component_resource(kind: &str) -> ApiResource {
+    let (group, plural) = match kind {
+        "Kubeflow" => ("platform.kubeflow.org", "kubeflows".to_string()),
+        "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
+        "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
+        k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
+}

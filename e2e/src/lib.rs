@@ -32,9 +32,15 @@ pub fn repo_root() -> PathBuf {
 
 /// The upstream bundles: `$KUBEFLOW_MANIFESTS` or `../shared/manifests` beside the repository.
 pub fn manifests_dir() -> PathBuf {
-    std::env::var_os("KUBEFLOW_MANIFESTS")
+    let dir = std::env::var_os("KUBEFLOW_MANIFESTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("..").join("shared").join("manifests"))
+        .unwrap_or_else(|| repo_root().join("..").join("shared").join("manifests"));
+    assert!(
+        dir.is_dir(),
+        "the upstream bundles are not at {}; put shared/ beside the repository or set KUBEFLOW_MANIFESTS",
+        dir.display()
+    );
+    dir
 }
 
 /// Reads a bundle file's text, relative to [`manifests_dir`].

@@ -229,3 +229,17 @@ async fn down_stops_every_process_it_started() {
     }
     let _ = std::fs::remove_dir_all(&state);
 }
+
+#[tokio::test]
+async fn a_claim_of_the_default_storage_class_gets_a_bound_volume() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "cluster-pvc").await;
+    apply_yaml(&client, &ns.name, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n").await;
+    let api: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait_for("the claim to be Bound", Duration::from_secs(30), || async {
+        (api.get("data").await.ok()?.status?.phase.as_deref() == Some("Bound")).then_some(())
+    })
+    .await;
+    ns.delete().await;
+}

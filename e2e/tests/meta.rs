@@ -34,6 +34,26 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     let client = client().await;
     let _g = serial().await;
     install_crds(&client).await;
+    kubeflow_e2e::component::sweep(
+        &client,
+        &[
+            "Kubeflow",
+            "Istio",
+            "Training",
+            "Pipelines",
+            "Serving",
+            "DevicePlugins",
+        ],
+        &[
+            "kubeflow",
+            "istio",
+            "training",
+            "pipelines",
+            "serving",
+            "device-plugins",
+        ],
+    )
+    .await;
     let ns = TestNamespace::new(&client, "meta").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
@@ -152,6 +172,26 @@ async fn an_unknown_release_is_refused_and_creates_nothing() {
     let client = client().await;
     let _g = serial().await;
     install_crds(&client).await;
+    kubeflow_e2e::component::sweep(
+        &client,
+        &[
+            "Kubeflow",
+            "Istio",
+            "Training",
+            "Pipelines",
+            "Serving",
+            "DevicePlugins",
+        ],
+        &[
+            "kubeflow",
+            "istio",
+            "training",
+            "pipelines",
+            "serving",
+            "device-plugins",
+        ],
+    )
+    .await;
     let ns = TestNamespace::new(&client, "meta-unknown").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     apply_yaml(
@@ -188,6 +228,26 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     let client = client().await;
     let _g = serial().await;
     install_crds(&client).await;
+    kubeflow_e2e::component::sweep(
+        &client,
+        &[
+            "Kubeflow",
+            "Istio",
+            "Training",
+            "Pipelines",
+            "Serving",
+            "DevicePlugins",
+        ],
+        &[
+            "kubeflow",
+            "istio",
+            "training",
+            "pipelines",
+            "serving",
+            "device-plugins",
+        ],
+    )
+    .await;
     let ns = TestNamespace::new(&client, "meta-upgrade").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
@@ -267,6 +327,26 @@ async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster
     let client = client().await;
     let _g = serial().await;
     install_crds(&client).await;
+    kubeflow_e2e::component::sweep(
+        &client,
+        &[
+            "Kubeflow",
+            "Istio",
+            "Training",
+            "Pipelines",
+            "Serving",
+            "DevicePlugins",
+        ],
+        &[
+            "kubeflow",
+            "istio",
+            "training",
+            "pipelines",
+            "serving",
+            "device-plugins",
+        ],
+    )
+    .await;
     let a = TestNamespace::new(&client, "meta-a").await;
     let b = TestNamespace::new(&client, "meta-b").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);

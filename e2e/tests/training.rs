@@ -48,6 +48,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     let client = client().await;
     let _g = serial().await;
     install_crds(&client).await;
+    kubeflow_e2e::component::sweep(&client, &["Training"], &["training"]).await;
     let ns = TestNamespace::new(&client, "training").await;
     let op = OperatorProcess::start(OPERATOR, &[]);
     let trainings = component_api(&client, &ns.name, "Training");

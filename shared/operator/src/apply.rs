@@ -268,9 +268,22 @@ impl Engine {
         };
 
         // Dry-run every write whose kind already exists, so invalid input changes nothing.
+        // Objects in a namespace this apply creates cannot be dry-run before it exists.
+        let new_namespaces: BTreeSet<String> = planned
+            .iter()
+            .filter(|p| kind(&p.desired) == "Namespace" && p.live.is_none())
+            .filter_map(|p| p.desired.metadata.name.clone())
+            .collect();
         let dry: Vec<&Planned> = planned
             .iter()
             .filter(|p| p.resolved.is_some() && needs_write(p))
+            .filter(|p| {
+                !p.desired
+                    .metadata
+                    .namespace
+                    .as_ref()
+                    .is_some_and(|ns| new_namespaces.contains(ns))
+            })
             .collect();
         self.dry_run_all(dry).await?;
 
@@ -623,12 +636,29 @@ impl Engine {
                 });
             }
         };
-        Ok(api_group
-            .recommended_kind(kind)
-            .map(|(resource, caps)| Resolved {
-                resource,
-                namespaced: caps.scope == discovery::Scope::Namespaced,
-            }))
+        // The preferred version first, then any other that serves the kind: a
+        // kind need not be served at its group's preferred version.
+        let preferred = api_group.preferred_version_or_latest().to_string();
+        let mut versions = vec![preferred.clone()];
+        versions.extend(
+            api_group
+                .versions()
+                .filter(|v| *v != preferred)
+                .map(str::to_string),
+        );
+        for v in versions {
+            if let Some((resource, caps)) = api_group
+                .versioned_resources(&v)
+                .into_iter()
+                .find(|(ar, _)| ar.kind == kind)
+            {
+                return Ok(Some(Resolved {
+                    resource,
+                    namespaced: caps.scope == discovery::Scope::Namespaced,
+                }));
+            }
+        }
+        Ok(None)
     }
 
     /// Deletes one member (in the background: dependents go by garbage collection).

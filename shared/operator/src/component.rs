@@ -138,12 +138,23 @@ pub trait Component: Send + Sync + 'static {
     }
 
     /// Component-specific status fields, merged into `.status`.
-    fn extra_status(
+    async fn extra_status(
         &self,
         _cr: &Self::Resource,
         _live: &[DynamicObject],
+        _client: &Client,
     ) -> serde_json::Map<String, Value> {
         serde_json::Map::new()
+    }
+
+    /// Removes objects the component created at run time (not from its
+    /// bundle), before the inventory is cleaned up. Returns what it deleted.
+    async fn cleanup_run_time_objects(
+        &self,
+        _cr: &Self::Resource,
+        _client: &Client,
+    ) -> Result<Vec<String>, kube::Error> {
+        Ok(Vec::new())
     }
 
     /// Built-in kinds whose changes (by inventory label) trigger a reconcile.
@@ -561,7 +572,10 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
             generation,
         );
     }
-    let extra = ctx.component.extra_status(cr, &outcome.live);
+    let extra = ctx
+        .component
+        .extra_status(cr, &outcome.live, &ctx.client)
+        .await;
     write_status(cr, ctx, &old, &status, extra).await?;
     record_gauges(cr, ctx, &status, ready);
     // Watches on the managed objects bring the next reconcile; the requeue is a safety net.
@@ -692,6 +706,14 @@ async fn cleanup_component<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
 ) -> Result<Action, ReconcileError> {
+    let extra = ctx
+        .component
+        .cleanup_run_time_objects(cr, &ctx.client)
+        .await
+        .map_err(|e| ReconcileError::Api("delete objects made at run time", e))?;
+    if !extra.is_empty() {
+        tracing::info!(deleted = ?extra, "removed objects the component made at run time");
+    }
     let inv = inventory_of(cr);
     let group_kinds: BTreeSet<String> = inventory::parse_group_kinds(
         cr.meta()

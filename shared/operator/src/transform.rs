@@ -259,3 +259,123 @@ pub fn set_arg(objects: &mut [DynamicObject], workload: &str, flag: &str, value:
 pub fn remove(objects: &mut Vec<DynamicObject>, drop: impl Fn(&DynamicObject) -> bool) {
     objects.retain(|o| !drop(o));
 }
+
+/// Rewrites host names `<service>.<from>` in container env values and
+/// ConfigMap data (where bundles write them as plain strings) to `<service>.<to>`,
+/// for every Service of the bundle that moved. kustomize leaves these alone.
+pub fn rewrite_service_hosts(objects: &mut [DynamicObject], from: &str, to: &str) {
+    let services: Vec<String> = objects
+        .iter()
+        .filter(|o| kind(o) == "Service" && o.metadata.namespace.as_deref() == Some(to))
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    let fix = |text: &str| -> Option<String> {
+        let mut out = text.to_string();
+        for svc in &services {
+            let needle = format!("{svc}.{from}");
+            let mut result = String::new();
+            let mut rest = out.as_str();
+            while let Some(i) = rest.find(&needle) {
+                let before_ok = i == 0
+                    || !rest[..i]
+                        .ends_with(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+                let after = &rest[i + needle.len()..];
+                let after_ok = !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-');
+                result.push_str(&rest[..i]);
+                if before_ok && after_ok {
+                    result.push_str(svc);
+                    result.push('.');
+                    result.push_str(to);
+                } else {
+                    result.push_str(&needle);
+                }
+                rest = after;
+            }
+            result.push_str(rest);
+            out = result;
+        }
+        (out != text).then_some(out)
+    };
+    for obj in objects.iter_mut() {
+        if kind(obj) == "ConfigMap" {
+            if let Some(Value::Object(data)) = obj.data.get_mut("data") {
+                for v in data.values_mut() {
+                    if let Some(new) = v.as_str().and_then(fix) {
+                        *v = Value::String(new);
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(pod) = pod_spec_mut(obj) else {
+            continue;
+        };
+        for c in containers_mut(pod) {
+            if let Some(Value::Array(env)) = c.get_mut("env") {
+                for e in env {
+                    if let Some(new) = e.get("value").and_then(Value::as_str).and_then(fix) {
+                        e["value"] = Value::String(new);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Points every `secretKeyRef` to Secret `from` (key `from_key`) at Secret `to` (key `to_key`).
+pub fn redirect_secret_key(
+    objects: &mut [DynamicObject],
+    from: &str,
+    from_key: &str,
+    to: &str,
+    to_key: &str,
+) {
+    for obj in objects.iter_mut() {
+        let Some(pod) = pod_spec_mut(obj) else {
+            continue;
+        };
+        for c in containers_mut(pod) {
+            if let Some(Value::Array(env)) = c.get_mut("env") {
+                for e in env {
+                    if let Some(r) = e.pointer_mut("/valueFrom/secretKeyRef")
+                        && r.get("name").and_then(Value::as_str) == Some(from)
+                        && r.get("key").and_then(Value::as_str) == Some(from_key)
+                    {
+                        *r = json!({"name": to, "key": to_key});
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sets an env var's literal value on every container that already has it.
+pub fn set_env_where_present(objects: &mut [DynamicObject], name: &str, value: &str) {
+    for obj in objects.iter_mut() {
+        let Some(pod) = pod_spec_mut(obj) else {
+            continue;
+        };
+        for c in containers_mut(pod) {
+            if let Some(Value::Array(env)) = c.get_mut("env") {
+                for e in env
+                    .iter_mut()
+                    .filter(|e| e.get("name").and_then(Value::as_str) == Some(name))
+                {
+                    *e = json!({"name": name, "value": value});
+                }
+            }
+        }
+    }
+}
+
+/// Sets keys of a ConfigMap's data.
+pub fn set_config(objects: &mut [DynamicObject], configmap: &str, entries: &[(&str, String)]) {
+    for obj in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "ConfigMap" && o.metadata.name.as_deref() == Some(configmap))
+    {
+        for (k, v) in entries {
+            obj.data["data"][*k] = Value::String(v.clone());
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The Istio operator, as a process: install into istio-system, repair,
+//! upgrade 1.26.1 -> 1.28.0, and full removal from istio-system.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kubeflow_e2e::component::{component_api, wait_condition};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    kubeflow_e2e::component::sweep(&client, &["Istio"], &["istio"]).await;
+    let ns = TestNamespace::new(&client, "istio").await;
+    let _op = OperatorProcess::start("kubeflow-istio-operator", &[]);
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.26.1\"\n  istiod: {replicas: 2}\n  meshConfig: {accessLogFile: \"\"}\n",
+    )
+    .await;
+    let istios = component_api(&client, &ns.name, "Istio");
+    let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let workloads: Vec<String> = cr
+        .data
+        .pointer("/status/workloads")
+        .and_then(Value::as_array)
+        .map(|ws| {
+            ws.iter()
+                .filter_map(|w| w["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        workloads.contains(&"istiod".to_string())
+            && workloads.contains(&"istio-ingressgateway".to_string()),
+        "{workloads:?}"
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "istio-system");
+    let istiod = deployments
+        .get("istiod")
+        .await
+        .expect("istiod in istio-system");
+    assert_eq!(istiod.spec.and_then(|s| s.replicas), Some(2));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "istio-system");
+    let mesh = cms
+        .get("istio")
+        .await
+        .expect("mesh config")
+        .data
+        .and_then(|d| d.get("mesh").cloned())
+        .unwrap_or_default();
+    assert!(
+        mesh.contains("accessLogFile: ''") || mesh.contains("accessLogFile: \"\""),
+        "{mesh}"
+    );
+
+    // Deleting istiod brings it back within a second.
+    let old = deployments.get("istiod").await.expect("istiod").uid();
+    deployments
+        .delete("istiod", &DeleteParams::background())
+        .await
+        .expect("delete istiod");
+    let start = Instant::now();
+    wait_for(
+        "istiod to be recreated",
+        Duration::from_secs(10),
+        || async {
+            let d = deployments.get_opt("istiod").await.ok()??;
+            (d.uid() != old).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "istiod took {:?}",
+        start.elapsed()
+    );
+    wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // Upgrade: the 1.28.0 bundle applies, the version follows.
+    istios
+        .patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "1.28.0"}})),
+        )
+        .await
+        .expect("upgrade");
+    let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(cr.data.pointer("/status/version"), Some(&json!("1.28.0")));
+    let image = deployments
+        .get("istiod")
+        .await
+        .expect("istiod")
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers[0].image.clone())
+        .unwrap_or_default();
+    assert!(image.ends_with("1.28.0"), "{image}");
+
+    // Deletion removes everything from istio-system, and the namespace it created.
+    istios
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the CR to go", TIMEOUT, || async {
+        istios
+            .get_opt("kubeflow")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    wait_for("istio-system to go", TIMEOUT, || async {
+        let n = namespaces.get_opt("istio-system").await.ok()?;
+        (n.is_none() || n.is_some_and(|n| n.metadata.deletion_timestamp.is_some())).then_some(())
+    })
+    .await;
+    assert!(
+        deployments
+            .get_opt("istiod")
+            .await
+            .expect("get")
+            .is_none_or(|d| d.metadata.deletion_timestamp.is_some())
+    );
+    ns.delete().await;
+}

@@ -1,0 +1,263 @@
+//! The pipelines operator, as a process: install, repair, upgrade with
+//! pruning, external stores with Secret references, kept volumes, OpenShift.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn env_of(d: &Deployment, name: &str) -> Option<k8s_openapi::api::core::v1::EnvVar> {
+    d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)
+        .cloned()
+}
+
+#[tokio::test]
+async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    kubeflow_e2e::component::sweep(&client, &["Pipelines"], &["pipelines"]).await;
+    let ns = TestNamespace::new(&client, "kfp").await;
+    let _op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.5.0}\n").await;
+    let api = component_api(&client, &ns.name, "Pipelines");
+    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let argo = cms
+        .get("workflow-controller-configmap")
+        .await
+        .expect("argo config")
+        .data
+        .unwrap_or_default();
+    let repo = argo.get("artifactRepository").cloned().unwrap_or_default();
+    assert!(
+        repo.contains(&format!("minio-service.{}:9000", ns.name)),
+        "host names follow the namespace: {repo}"
+    );
+
+    // Upgrade: the new bundle's objects come, the old one's go; volumes stay.
+    api.patch(
+        "kubeflow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": "2.15.0"}})),
+    )
+    .await
+    .expect("upgrade");
+    let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(cr.data.pointer("/status/version"), Some(&json!("2.15.0")));
+    assert!(
+        deployments
+            .get_opt("seaweedfs")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    wait_for("minio to be pruned", TIMEOUT, || async {
+        deployments
+            .get_opt("minio")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let minio_pvc = pvcs
+        .get("minio-pvc")
+        .await
+        .expect("the old store's volume is kept");
+    assert!(
+        minio_pvc.owner_references().is_empty(),
+        "kept volumes are not owned by the CR"
+    );
+
+    // An external database whose Secret is missing: a condition naming it, nothing changed.
+    let rv = deployments
+        .get("mysql")
+        .await
+        .expect("bundled mysql")
+        .resource_version();
+    let external = json!({"spec": {"database": {"external": {"host": "db.example.internal", "port": 3307, "credentialsSecret": "kfp-db"}}}});
+    api.patch(
+        "kubeflow",
+        &PatchParams::default(),
+        &Patch::Merge(&external),
+    )
+    .await
+    .expect("external db");
+    let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    assert_eq!(reason, "SecretMissing");
+    assert!(
+        message.contains(&format!("{}/kfp-db", ns.name)),
+        "{message}"
+    );
+    assert_eq!(
+        deployments
+            .get("mysql")
+            .await
+            .expect("mysql")
+            .resource_version(),
+        rv,
+        "nothing changed"
+    );
+
+    // With the Secret, the bundled database goes and the pods read the user's credentials.
+    apply_yaml(&client, &ns.name, "apiVersion: v1\nkind: Secret\nmetadata: {name: kfp-db}\nstringData: {username: kfp, password: secret}\n").await;
+    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    wait_for("the bundled mysql to go", TIMEOUT, || async {
+        deployments
+            .get_opt("mysql")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let server = deployments.get("ml-pipeline").await.expect("API server");
+    let user = env_of(&server, "DBCONFIG_USER")
+        .and_then(|e| e.value_from)
+        .and_then(|v| v.secret_key_ref)
+        .map(|r| r.name);
+    assert_eq!(user.as_deref(), Some("kfp-db"));
+    let cfg = cms
+        .get("pipeline-install-config")
+        .await
+        .expect("config")
+        .data
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            cfg.get("dbHost").map(String::as_str),
+            cfg.get("dbPort").map(String::as_str)
+        ),
+        (Some("db.example.internal"), Some("3307"))
+    );
+
+    // Deletion leaves the volumes and nothing else of the component.
+    api.delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the CR to go", TIMEOUT, || async {
+        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    wait_for("the Deployments to go", TIMEOUT, || async {
+        deployments
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let mut kept: Vec<String> = pvcs
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, vec!["minio-pvc", "mysql-pv-claim", "seaweedfs-pvc"]);
+    ns.delete().await;
+}
+
+/// OpenShift is detected by its API groups; the test registers their CRDs, then removes them.
+#[tokio::test]
+async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    kubeflow_e2e::component::sweep(&client, &["Pipelines"], &["pipelines"]).await;
+    let openshift = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: securitycontextconstraints.security.openshift.io}\nspec:\n  group: security.openshift.io\n  scope: Cluster\n  names: {kind: SecurityContextConstraints, plural: securitycontextconstraints, singular: securitycontextconstraints}\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: routes.route.openshift.io}\nspec:\n  group: route.openshift.io\n  scope: Namespaced\n  names: {kind: Route, plural: routes, singular: route}\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n";
+    apply_yaml(&client, "default", openshift).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    wait_for("the OpenShift groups to be served", TIMEOUT, || async {
+        let groups = client.list_api_groups().await.ok()?;
+        (groups
+            .groups
+            .iter()
+            .filter(|g| g.name.ends_with(".openshift.io"))
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    let ns = TestNamespace::new(&client, "kfp-ocp").await;
+    let op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.15.0, platform: auto}\n").await;
+    let api = component_api(&client, &ns.name, "Pipelines");
+    let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(
+        cr.data.pointer("/status/platform"),
+        Some(&json!("openshift"))
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for d in deployments
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let text = serde_json::to_string(&d.spec).unwrap_or_default();
+        assert!(
+            !text.contains("\"runAsUser\"") && !text.contains("\"fsGroup\""),
+            "{} pins an id",
+            d.name_any()
+        );
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let argo = cms
+        .get("workflow-controller-configmap")
+        .await
+        .expect("argo config")
+        .data
+        .unwrap_or_default();
+    assert_eq!(
+        argo.get("containerRuntimeExecutor").map(String::as_str),
+        Some("emissary")
+    );
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns.name);
+    let grant = bindings
+        .get("mysql-scc-anyuid")
+        .await
+        .expect("the SCC grant");
+    assert_eq!(grant.role_ref.name, "system:openshift:scc:anyuid");
+
+    api.delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the CR to go", TIMEOUT, || async {
+        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    drop(op);
+    for name in [
+        "securitycontextconstraints.security.openshift.io",
+        "routes.route.openshift.io",
+    ] {
+        crds.delete(name, &DeleteParams::default())
+            .await
+            .expect("remove the OpenShift CRDs");
+    }
+    ns.delete().await;
+}

@@ -1,0 +1,228 @@
+//! What the operator knows of GPU device plugins: bundle layout
+//! (`device-plugins/<type>/<version>`), one DaemonSet per entry, default node
+//! selectors, Intel's shared-device flag, and per-plugin placement status.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kubeflow_operator::api::{DevicePlugin, DevicePlugins};
+use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
+use kubeflow_operator::conditions::reason;
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::api::{Api, DynamicObject, ListParams};
+use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::render::{self, Placement};
+use serde_json::{Value, json};
+
+use crate::overlap::can_overlap;
+
+/// Label that tells the plugin DaemonSets (and their pods) apart.
+const PLUGIN_LABEL: &str = "components.kubeflow.org/device-plugin";
+
+/// The device-plugins component.
+pub struct DevicePluginsComponent;
+
+/// DaemonSet name of an entry.
+fn daemonset_name(plugin: &DevicePlugin) -> String {
+    format!("{}-device-plugin", plugin.name)
+}
+
+fn node_selector(
+    plugin: &DevicePlugin,
+    bundle_selector: Option<&Value>,
+) -> BTreeMap<String, String> {
+    if let Some(s) = &plugin.node_selector {
+        return s.clone();
+    }
+    let mut sel: BTreeMap<String, String> = bundle_selector
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    sel.extend(plugin.plugin_type.default_node_selector());
+    sel
+}
+
+/// Refuses two entries of one type that could select the same node.
+fn check_overlaps(plugins: &[DevicePlugin]) -> Result<(), Refusal> {
+    for (i, a) in plugins.iter().enumerate() {
+        for b in &plugins[i + 1..] {
+            if a.plugin_type == b.plugin_type
+                && can_overlap(&node_selector(a, None), &node_selector(b, None))
+            {
+                return Err(Refusal::new(
+                    reason::INVALID_SPEC,
+                    format!(
+                        "plugins {:?} and {:?} are both {} and their node selectors can select the same node; give them disjoint nodeSelectors",
+                        a.name,
+                        b.name,
+                        a.plugin_type.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn render_plugin(
+    plugin: &DevicePlugin,
+    ctx: &RenderContext<'_>,
+) -> Result<Vec<DynamicObject>, Refusal> {
+    let component = format!("device-plugins/{}", plugin.plugin_type.as_str());
+    let bundle = ctx.bundle(&component, &plugin.version)?;
+    let mut out = Vec::new();
+    for mut obj in bundle
+        .objects
+        .iter()
+        .filter(|o| kind(o) == "DaemonSet")
+        .cloned()
+    {
+        let name = daemonset_name(plugin);
+        obj.metadata.name = Some(name.clone());
+        obj.metadata.namespace = Some(ctx.namespace.to_string());
+        let selector = json!({ PLUGIN_LABEL: name });
+        obj.data["spec"]["selector"] = json!({ "matchLabels": selector });
+        let template_labels = obj.data.pointer_mut("/spec/template/metadata").map(|m| {
+            m.as_object_mut()
+                .map(|m| m.entry("labels").or_insert(json!({})).clone())
+        });
+        let mut labels = match template_labels.flatten() {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        labels.insert(PLUGIN_LABEL.into(), json!(name));
+        obj.data["spec"]["template"]["metadata"]["labels"] = Value::Object(labels);
+        let pod = &mut obj.data["spec"]["template"]["spec"];
+        let sel = node_selector(plugin, pod.get("nodeSelector"));
+        pod["nodeSelector"] = json!(sel);
+        if let Some(t) = &plugin.tolerations {
+            pod["tolerations"] = json!(t);
+        }
+        // Critical priority classes are admitted only in kube-system.
+        if ctx.namespace != "kube-system"
+            && pod
+                .get("priorityClassName")
+                .and_then(Value::as_str)
+                .is_some_and(|p| p.starts_with("system-"))
+            && let Some(m) = pod.as_object_mut()
+        {
+            m.remove("priorityClassName");
+        }
+        if let Some(c) = pod.pointer_mut("/containers/0") {
+            if let Some(image) = &plugin.image {
+                c["image"] = json!(image);
+            }
+            let mut args: Vec<String> = plugin.args.clone().unwrap_or_default();
+            if let Some(n) = plugin.shared_dev_num {
+                args.push(format!("-shared-dev-num={n}"));
+            }
+            if !args.is_empty() {
+                c["args"] = json!(args);
+            }
+        }
+        out.push(obj);
+    }
+    if out.is_empty() {
+        return Err(Refusal::new(
+            reason::BUNDLE_ERROR,
+            format!("bundle {component}/{} has no DaemonSet", plugin.version),
+        ));
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Component for DevicePluginsComponent {
+    type Resource = DevicePlugins;
+    type Inputs = ();
+
+    fn render(
+        &self,
+        cr: &DevicePlugins,
+        ctx: &RenderContext<'_>,
+        _: &(),
+    ) -> Result<Rendered, Refusal> {
+        let plugins = &cr.spec.plugins;
+        check_overlaps(plugins)?;
+        let mut objects = Vec::new();
+        for p in plugins {
+            objects.extend(render_plugin(p, ctx)?);
+        }
+        // Shared image and resource overrides apply to every plugin DaemonSet.
+        let workloads: Vec<String> = plugins.iter().map(daemonset_name).collect();
+        let names: Vec<&str> = workloads.iter().map(String::as_str).collect();
+        let mut common = cr.spec.common.clone();
+        common.node_selector = None;
+        common.tolerations = None;
+        common.replicas = None;
+        render::apply_common(
+            &mut objects,
+            &common,
+            &Placement {
+                from_namespaces: &[],
+                target: ctx.namespace,
+                workloads: &names,
+            },
+            ctx.platform,
+        )?;
+        let version = plugins
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.version))
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(Rendered { objects, version })
+    }
+
+    async fn extra_status(
+        &self,
+        cr: &DevicePlugins,
+        live: &[DynamicObject],
+        client: &Client,
+    ) -> serde_json::Map<String, Value> {
+        let ns = cr.namespace().unwrap_or_default();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let mut plugins = Vec::new();
+        for p in &cr.spec.plugins {
+            let name = daemonset_name(p);
+            let ds = live
+                .iter()
+                .find(|o| kind(o) == "DaemonSet" && o.metadata.name.as_deref() == Some(&name));
+            let int = |ptr: &str| {
+                ds.and_then(|d| d.data.pointer(ptr))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
+            let mut nodes: Vec<String> = pods
+                .list(&ListParams::default().labels(&format!("{PLUGIN_LABEL}={name}")))
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|pod| {
+                    pod.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+                        && pod.metadata.deletion_timestamp.is_none()
+                })
+                .filter_map(|pod| pod.spec.and_then(|s| s.node_name))
+                .collect();
+            nodes.sort();
+            plugins.push(json!({
+                "name": p.name,
+                "type": p.plugin_type.as_str(),
+                "version": p.version,
+                "desired": int("/status/desiredNumberScheduled"),
+                "ready": int("/status/numberReady"),
+                "available": int("/status/numberAvailable"),
+                "nodes": nodes,
+            }));
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("pluginCount".into(), json!(cr.spec.plugins.len()));
+        m.insert("plugins".into(), Value::Array(plugins));
+        m
+    }
+}

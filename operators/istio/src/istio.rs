@@ -1,0 +1,127 @@
+//! What the operator knows of Istio: the bundle's three files, that it lives
+//! in `istio-system` (and `kube-system` for CNI) rather than the CR's
+//! namespace, its two workloads, the gateway switch and the mesh config.
+
+use kubeflow_operator::api::{Istio, Platform};
+use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
+use kubeflow_operator::conditions::reason;
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::{openshift, transform};
+use serde_json::{Value, json};
+
+use crate::mesh;
+
+const ISTIOD: &str = "istiod";
+const GATEWAY: &str = "istio-ingressgateway";
+/// The namespace the bundle installs the control plane into; it stays there.
+const CONTROL_PLANE_NAMESPACE: &str = "istio-system";
+/// The bundle's objects for Kubeflow's own namespace (Sidecar exceptions) move to the CR's.
+const KUBEFLOW_NAMESPACE: &str = "kubeflow";
+
+/// The Istio component.
+pub struct IstioComponent;
+
+fn named(o: &DynamicObject, name: &str) -> bool {
+    o.metadata.name.as_deref() == Some(name)
+}
+
+#[async_trait]
+impl Component for IstioComponent {
+    type Resource = Istio;
+    type Inputs = ();
+
+    fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+        let spec = &cr.spec;
+        let version = render::required_version(&spec.common, "istio", ctx.manifests_dir)?;
+        let mut objects = ctx.bundle("istio", &version)?.objects.clone();
+        let placement = Placement {
+            from_namespaces: &[KUBEFLOW_NAMESPACE],
+            target: ctx.namespace,
+            workloads: &[ISTIOD],
+        };
+        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+
+        let gateway = spec.ingress_gateway.clone().unwrap_or_default();
+        if gateway.enabled == Some(false) {
+            transform::remove(&mut objects, |o| {
+                o.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(GATEWAY))
+            });
+        }
+        for (workload, settings) in [
+            (ISTIOD, spec.istiod.clone().unwrap_or_default()),
+            (GATEWAY, gateway.workload.clone()),
+        ] {
+            if let Some(r) = settings.replicas {
+                transform::set_replicas(&mut objects, &[workload], r);
+                // The autoscaler's floor follows, or it would scale the workload back.
+                for hpa in objects
+                    .iter_mut()
+                    .filter(|o| kind(o) == "HorizontalPodAutoscaler" && named(o, workload))
+                {
+                    hpa.data["spec"]["minReplicas"] = json!(r.max(1));
+                    let max = hpa
+                        .data
+                        .pointer("/spec/maxReplicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1);
+                    hpa.data["spec"]["maxReplicas"] = json!(max.max(i64::from(r)));
+                }
+            }
+            if let Some(res) = &settings.resources {
+                transform::set_resources(&mut objects, &[workload], &[], res);
+            }
+        }
+        if let Some(overrides) = &spec.mesh_config {
+            let cm = objects
+                .iter_mut()
+                .find(|o| {
+                    kind(o) == "ConfigMap"
+                        && named(o, "istio")
+                        && o.metadata.namespace.as_deref() == Some(CONTROL_PLANE_NAMESPACE)
+                })
+                .ok_or_else(|| {
+                    Refusal::new(
+                        reason::BUNDLE_ERROR,
+                        "the istio bundle has no istio ConfigMap for meshConfig",
+                    )
+                })?;
+            let base = cm
+                .data
+                .pointer("/data/mesh")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let merged =
+                mesh::apply(base, overrides).map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+            cm.data["data"]["mesh"] = json!(merged);
+        }
+        if ctx.platform == Platform::OpenShift {
+            // The sidecar injector and gateways need anyuid; the CNI node agent is privileged.
+            for sa in objects
+                .iter()
+                .filter(|o| kind(o) == "ServiceAccount")
+                .cloned()
+                .collect::<Vec<_>>()
+            {
+                let (Some(name), Some(ns)) = (
+                    sa.metadata.name.as_deref(),
+                    sa.metadata.namespace.as_deref(),
+                ) else {
+                    continue;
+                };
+                let scc = if name == "istio-cni" {
+                    "privileged"
+                } else {
+                    "anyuid"
+                };
+                objects.push(openshift::scc_grant(ns, name, scc));
+            }
+        }
+        Ok(Rendered { objects, version })
+    }
+}

@@ -1,0 +1,127 @@
+//! What the operator knows of Kubeflow Pipelines: its two bundle files, the
+//! stores it can use, which volumes hold data, its run-time cache webhook, and
+//! its OpenShift needs.
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use kubeflow_operator::api::components::pipelines::VolumePolicy;
+use kubeflow_operator::api::{Pipelines, Platform};
+use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::api::{Api, DeleteParams, DynamicObject};
+use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::{openshift, transform};
+
+use crate::stores;
+
+/// The namespace the upstream bundle installs into.
+const BUNDLE_NAMESPACE: &str = "kubeflow";
+/// Workloads the common replicas/resources settings apply to: the API server and the UI.
+const WORKLOADS: &[&str] = &["ml-pipeline", "ml-pipeline-ui"];
+/// The Argo workflow controller's ConfigMap.
+const WORKFLOW_CONFIG: &str = "workflow-controller-configmap";
+
+/// The Pipelines component.
+pub struct PipelinesComponent;
+
+#[async_trait]
+impl Component for PipelinesComponent {
+    type Resource = Pipelines;
+    type Inputs = ();
+
+    async fn dereference(&self, cr: &Pipelines, client: &Client) -> Result<(), DereferenceError> {
+        let ns = cr.namespace().unwrap_or_default();
+        if let Some(db) = cr.spec.database.as_ref().and_then(|d| d.external.as_ref()) {
+            stores::require_secret(
+                client,
+                &ns,
+                &db.credentials_secret,
+                &["username", "password"],
+            )
+            .await?;
+        }
+        if let Some(s) = cr
+            .spec
+            .object_store
+            .as_ref()
+            .and_then(|s| s.external.as_ref())
+        {
+            stores::require_secret(
+                client,
+                &ns,
+                &s.access_key.name,
+                &[s.access_key.key.as_str()],
+            )
+            .await?;
+            stores::require_secret(
+                client,
+                &ns,
+                &s.secret_key.name,
+                &[s.secret_key.key.as_str()],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    fn render(&self, cr: &Pipelines, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+        let spec = &cr.spec;
+        let version = render::required_version(&spec.common, "pipelines", ctx.manifests_dir)?;
+        let mut objects = ctx.bundle("pipelines", &version)?.objects.clone();
+        let placement = Placement {
+            from_namespaces: &[BUNDLE_NAMESPACE],
+            target: ctx.namespace,
+            workloads: WORKLOADS,
+        };
+        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        transform::rewrite_service_hosts(&mut objects, BUNDLE_NAMESPACE, ctx.namespace);
+        if let Some(db) = spec.database.as_ref().and_then(|d| d.external.as_ref()) {
+            stores::use_external_database(&mut objects, db);
+        }
+        if let Some(store) = spec.object_store.as_ref().and_then(|s| s.external.as_ref()) {
+            stores::use_external_object_store(&mut objects, store);
+        }
+        if ctx.platform == Platform::OpenShift {
+            // Argo's emissary executor needs no privileged access to the container runtime.
+            transform::set_config(
+                &mut objects,
+                WORKFLOW_CONFIG,
+                &[("containerRuntimeExecutor", "emissary".to_string())],
+            );
+            let store_accounts: Vec<String> = objects
+                .iter()
+                .filter(|o| {
+                    kind(o) == "ServiceAccount"
+                        && (stores::bundled_database(o) || stores::bundled_object_store(o))
+                })
+                .filter_map(|o| o.metadata.name.clone())
+                .collect();
+            for sa in store_accounts {
+                objects.push(openshift::scc_grant(ctx.namespace, &sa, "anyuid"));
+            }
+        }
+        Ok(Rendered { objects, version })
+    }
+
+    /// The bundled stores' volumes outlive the component unless the spec says otherwise.
+    fn retain(&self, cr: &Pipelines, obj: &DynamicObject) -> bool {
+        kind(obj) == "PersistentVolumeClaim"
+            && cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
+    }
+
+    /// The cache deployer registers `cache-webhook-<namespace>` at run time.
+    async fn cleanup_run_time_objects(
+        &self,
+        cr: &Pipelines,
+        client: &Client,
+    ) -> Result<Vec<String>, kubeflow_operator::kube::Error> {
+        let name = format!("cache-webhook-{}", cr.namespace().unwrap_or_default());
+        let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => Ok(vec![format!("MutatingWebhookConfiguration {name}")]),
+            Err(kubeflow_operator::kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! What the operator knows of KServe: its webhook certificate (from
+//! cert-manager or generated), the `inferenceservice-config` ConfigMap, and
+//! its ClusterServingRuntimes.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kubeflow_operator::api::components::serving::{CertificateSource, DeploymentMode};
+use kubeflow_operator::api::{Platform, Serving};
+use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::certs::{self, WebhookCert};
+use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
+use kubeflow_operator::conditions::reason;
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::api::{Api, DynamicObject};
+use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::{openshift, transform};
+use serde_json::{Value, json};
+
+const BUNDLE_NAMESPACE: &str = "kubeflow";
+const CONTROLLER: &str = "kserve-controller-manager";
+const WEBHOOK_SERVICE: &str = "kserve-webhook-server-service";
+/// The Secret the controller mounts its webhook certificate from (cert-manager's Certificate writes it).
+const CERT_SECRET: &str = "kserve-webhook-server-cert";
+const CONFIG: &str = "inferenceservice-config";
+const CERT_MANAGER_CRD: &str = "certificates.cert-manager.io";
+const INJECT: &str = "cert-manager.io/inject-ca-from";
+
+/// The Serving component.
+pub struct ServingComponent;
+
+fn source(cr: &Serving) -> CertificateSource {
+    cr.spec.certificates.unwrap_or_default()
+}
+
+/// Rewrites a JSON document held in a ConfigMap key.
+fn edit_json(
+    objects: &mut [DynamicObject],
+    key: &str,
+    edit: impl Fn(&mut Value),
+) -> Result<(), Refusal> {
+    for cm in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "ConfigMap" && o.metadata.name.as_deref() == Some(CONFIG))
+    {
+        let text = cm
+            .data
+            .pointer(&format!("/data/{key}"))
+            .and_then(Value::as_str)
+            .unwrap_or("{}");
+        let mut doc: Value = serde_json::from_str(text).map_err(|e| {
+            Refusal::new(
+                reason::BUNDLE_ERROR,
+                format!("{CONFIG} key {key} is not JSON: {e}"),
+            )
+        })?;
+        edit(&mut doc);
+        cm.data["data"][key] = json!(serde_json::to_string_pretty(&doc).unwrap_or_default());
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Component for ServingComponent {
+    type Resource = Serving;
+    type Inputs = Option<WebhookCert>;
+
+    async fn dereference(
+        &self,
+        cr: &Serving,
+        client: &Client,
+    ) -> Result<Option<WebhookCert>, DereferenceError> {
+        let ns = cr.namespace().unwrap_or_default();
+        match source(cr) {
+            CertificateSource::CertManager => {
+                let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+                let present = crds
+                    .get_opt(CERT_MANAGER_CRD)
+                    .await
+                    .map_err(|e| DereferenceError::Api("look for cert-manager", e))?;
+                if present.is_none() {
+                    return Err(Refusal::new(
+                        reason::PREREQUISITE_MISSING,
+                        "spec.certificates is cert-manager but cert-manager is not installed (no certificates.cert-manager.io CRD); install it or use self-signed",
+                    )
+                    .into());
+                }
+                Ok(None)
+            }
+            CertificateSource::SelfSigned => {
+                certs::load_or_generate(client, &ns, CERT_SECRET, WEBHOOK_SERVICE)
+                    .await
+                    .map(Some)
+                    .map_err(|e| match e {
+                        certs::CertError::Read(_, source) => {
+                            DereferenceError::Api("read the webhook certificate", source)
+                        }
+                        other => Refusal::new("CertificateError", other.to_string()).into(),
+                    })
+            }
+        }
+    }
+
+    fn render(
+        &self,
+        cr: &Serving,
+        ctx: &RenderContext<'_>,
+        cert: &Option<WebhookCert>,
+    ) -> Result<Rendered, Refusal> {
+        let spec = &cr.spec;
+        let version = render::required_version(&spec.common, "serving", ctx.manifests_dir)?;
+        let mut objects = ctx.bundle("serving", &version)?.objects.clone();
+        let placement = Placement {
+            from_namespaces: &[BUNDLE_NAMESPACE],
+            target: ctx.namespace,
+            workloads: &[CONTROLLER],
+        };
+        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+
+        match cert {
+            Some(cert) => {
+                // Generated certificate: no cert-manager objects, no injection annotations.
+                transform::remove(&mut objects, |o| {
+                    matches!(kind(o), "Issuer" | "Certificate")
+                });
+                for o in objects.iter_mut() {
+                    if let Some(a) = o.metadata.annotations.as_mut() {
+                        a.remove(INJECT);
+                    }
+                }
+                let mut secret: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                    "metadata": {"name": CERT_SECRET, "namespace": ctx.namespace},
+                }))
+                .map_err(|e| Refusal::new(reason::BUNDLE_ERROR, e.to_string()))?;
+                secret.data["data"] = json!({});
+                objects.push(secret);
+                certs::fill_secret(&mut objects, CERT_SECRET, cert);
+                certs::set_ca_bundle(&mut objects, WEBHOOK_SERVICE, cert);
+            }
+            None => {
+                // cert-manager: its objects follow the namespace, so must the names it injects and signs.
+                let from = format!("{BUNDLE_NAMESPACE}/");
+                let to = format!("{}/", ctx.namespace);
+                for o in objects.iter_mut() {
+                    if let Some(v) = o
+                        .metadata
+                        .annotations
+                        .as_mut()
+                        .and_then(|a| a.get_mut(INJECT))
+                    {
+                        *v = v.replacen(&from, &to, 1);
+                    }
+                    if kind(o) == "Certificate" {
+                        let dns = certs::service_dns(WEBHOOK_SERVICE, ctx.namespace);
+                        o.data["spec"]["commonName"] = json!(dns);
+                        o.data["spec"]["dnsNames"] = json!([dns]);
+                    }
+                }
+            }
+        }
+
+        let mode = match spec.deployment_mode.unwrap_or_default() {
+            DeploymentMode::RawDeployment => "RawDeployment",
+            DeploymentMode::Serverless => "Serverless",
+        };
+        edit_json(&mut objects, "deploy", |d| {
+            d["defaultDeploymentMode"] = json!(mode)
+        })?;
+        if let Some(gw) = &spec.ingress_gateway {
+            edit_json(&mut objects, "ingress", |d| d["ingressGateway"] = json!(gw))?;
+        }
+        if let Some(wanted) = &spec.serving_runtimes {
+            let available: Vec<String> = objects
+                .iter()
+                .filter(|o| kind(o) == "ClusterServingRuntime")
+                .filter_map(|o| o.metadata.name.clone())
+                .collect();
+            let unknown: Vec<&String> = wanted.iter().filter(|w| !available.contains(w)).collect();
+            if !unknown.is_empty() {
+                return Err(Refusal::new(
+                    reason::INVALID_SPEC,
+                    format!(
+                        "unknown servingRuntimes {unknown:?}; this version has {}",
+                        available.join(", ")
+                    ),
+                ));
+            }
+            transform::remove(&mut objects, |o| {
+                kind(o) == "ClusterServingRuntime"
+                    && !o.metadata.name.as_ref().is_some_and(|n| wanted.contains(n))
+            });
+        }
+        if ctx.platform == Platform::OpenShift {
+            objects.push(openshift::scc_grant(
+                ctx.namespace,
+                CONTROLLER,
+                "nonroot-v2",
+            ));
+        }
+        Ok(Rendered { objects, version })
+    }
+}
