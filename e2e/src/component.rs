@@ -144,3 +144,14 @@ pub fn component_resource(kind: &str) -> ApiResource {
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
 }
+
+/// Deletes a CR and waits until it is gone (its finalizer done).
+pub async fn delete_and_wait(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
+    api.delete(name, &kube::api::DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete {name}: {e}"));
+    wait_for(&format!("{name} to be deleted"), timeout, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}

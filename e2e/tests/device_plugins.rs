@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
@@ -187,13 +187,7 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
     .await;
 
     // Deletion removes the DaemonSets.
-    api.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("the CR to go", TIMEOUT, || async {
-        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
     wait_for("the DaemonSets to go", TIMEOUT, || async {
         daemonsets
             .list(&Default::default())

@@ -150,13 +150,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     );
 
     // Deletion leaves the volumes and nothing else of the component.
-    api.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("the CR to go", TIMEOUT, || async {
-        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
     wait_for("the Deployments to go", TIMEOUT, || async {
         deployments
             .list(&Default::default())
@@ -243,13 +237,7 @@ async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
         .expect("the SCC grant");
     assert_eq!(grant.role_ref.name, "system:openshift:scc:anyuid");
 
-    api.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("the CR to go", TIMEOUT, || async {
-        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
     drop(op);
     for name in [
         "securitycontextconstraints.security.openshift.io",

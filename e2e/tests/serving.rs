@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -112,13 +112,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
         .unwrap_or_default();
     assert!(deploy.contains("\"Serverless\""), "{deploy}");
 
-    api.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("the CR to go", TIMEOUT, || async {
-        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
     assert!(
         vwcs.get_opt("inferenceservice.serving.kserve.io")
             .await
