@@ -42,10 +42,8 @@ pub struct Runtime {
 /// become leader.
 pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     telemetry::init_tracing();
-    let client = Client::try_default()
-        .await
-        .context("failed to create a Kubernetes client")?;
     let metrics = Metrics::new().context("failed to register metrics")?;
+    let client = counted_client(&metrics).await?;
     let probe = Arc::new(Probe::default());
     let server = telemetry::serve(args.metrics_addr, metrics.clone(), probe.clone());
     tokio::spawn(async move {
@@ -111,6 +109,42 @@ impl Runtime {
             }
             metrics.leader.with_label_values(&[&name]).set(0);
         }
+    }
+}
+
+/// A client whose every request is counted by verb in `kubeflow_api_requests_total`.
+async fn counted_client(metrics: &Metrics) -> anyhow::Result<Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("failed to load a Kubernetes client configuration")?;
+    let counter = metrics.api_requests_total.clone();
+    let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        counter.with_label_values(&[verb(&req)]).inc();
+        req
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("failed to create a Kubernetes client")?
+        .with_layer(&count)
+        .build())
+}
+
+/// The Kubernetes verb of a request, from its method and query.
+fn verb<B>(req: &http::Request<B>) -> &'static str {
+    let query = req.uri().query().unwrap_or("");
+    match *req.method() {
+        http::Method::GET
+            if query
+                .split('&')
+                .any(|p| p == "watch=true" || p == "watch=1") =>
+        {
+            "watch"
+        }
+        http::Method::GET => "get",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub component_info: IntGaugeVec,
     /// 1 while this process holds the leader lease (or runs without election).
     pub leader: IntGaugeVec,
+    /// API requests the process sent, by verb (get, list, watch, create, apply, update, delete).
+    pub api_requests_total: IntCounterVec,
 }
 
 fn counter(
@@ -118,6 +120,12 @@ impl Metrics {
                 "kubeflow_leader",
                 "1 while this process is the active controller",
                 &["controller"],
+            )?,
+            api_requests_total: counter(
+                &registry,
+                "kubeflow_api_requests_total",
+                "Kubernetes API requests sent, by verb",
+                &["verb"],
             )?,
             registry,
         })

@@ -1,0 +1,550 @@
+//! Benchmarks against the local control plane: repair latency, time to Ready,
+//! apply cost against `kubectl apply --server-side`, requests at rest, memory
+//! and CPU, and growth. Prints a markdown table and writes the same figures as
+//! JSON to `target/bench/results.json`. Run through `e2e/bench`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
+use kube::{Client, Resource, ResourceExt};
+use kubeflow_e2e::component::{component_api, condition, delete_and_wait, sweep};
+use kubeflow_e2e::operator::{OperatorProcess, metric_value};
+use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wait_for};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+const OPERATORS: [&str; 6] = [
+    "kubeflow-meta-operator",
+    "kubeflow-istio-operator",
+    "kubeflow-training-operator",
+    "kubeflow-pipelines-operator",
+    "kubeflow-serving-operator",
+    "kubeflow-device-plugins-operator",
+];
+const KINDS: [&str; 6] = [
+    "Kubeflow",
+    "Istio",
+    "Training",
+    "Pipelines",
+    "Serving",
+    "DevicePlugins",
+];
+const COMPONENTS: [&str; 6] = [
+    "kubeflow",
+    "istio",
+    "training",
+    "pipelines",
+    "serving",
+    "device-plugins",
+];
+const LONG: Duration = Duration::from_secs(300);
+
+/// Summary of repeated measurements.
+fn stats(mut xs: Vec<f64>) -> Value {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| xs[((p * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1];
+    json!({"trials": xs.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": xs[xs.len() - 1], "min": xs[0]})
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0 * 10.0).round() / 10.0
+}
+
+/// Resident and peak memory (MiB) and CPU seconds of a process, from /proc.
+fn proc_usage(pid: u32) -> (f64, f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let ticks = 100.0; // Linux USER_HZ
+    let cpu = (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks;
+    (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0, cpu)
+}
+
+async fn wait_ready(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
+    wait_for(&format!("{name} Ready"), timeout, || async {
+        let o = api.get(name).await.ok()?;
+        let (s, _, _, g) = condition(&o, "Ready")?;
+        (s == "True" && g == o.metadata.generation).then_some(())
+    })
+    .await;
+}
+
+/// Deletes an object, then times until a new one with another uid is announced by a watch.
+async fn repair<K>(api: &Api<K>, name: &str) -> Duration
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let old = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (uid, rv) = (old.uid(), old.resource_version().unwrap_or_default());
+    let mut events = api
+        .watch(
+            &WatchParams::default().fields(&format!("metadata.name={name}")),
+            &rv,
+        )
+        .await
+        .expect("watch")
+        .boxed();
+    api.delete(name, &DeleteParams::background())
+        .await
+        .expect("delete");
+    let deleted_at = Instant::now();
+    let deadline = tokio::time::sleep(Duration::from_secs(30));
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(Ok(WatchEvent::Added(o))) if o.uid() != uid => return deleted_at.elapsed(),
+                Some(_) => {}
+                None => panic!("watch on {name} ended"),
+            },
+            () = &mut deadline => panic!("{name} was not recreated within 30 s"),
+        }
+    }
+}
+
+fn all_components(version: &str) -> String {
+    format!(
+        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n    istio: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0}}]}}\n"
+    )
+}
+
+async fn operator_metric_sum(
+    ops: &BTreeMap<&str, OperatorProcess>,
+    prefix: &str,
+) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (name, op) in ops {
+        let text = op.metrics().await;
+        let total: f64 = text
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        out.insert(name.to_string(), total);
+    }
+    out
+}
+
+async fn requests(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)> {
+    let mut out = BTreeMap::new();
+    for (name, op) in ops {
+        let text = op.metrics().await;
+        let v = |verb: &str| {
+            metric_value(
+                &text,
+                &format!("kubeflow_api_requests_total{{verb=\"{verb}\"}}"),
+            )
+            .unwrap_or(0.0)
+        };
+        out.insert(
+            name.to_string(),
+            (
+                v("get") + v("watch"),
+                v("create") + v("update") + v("patch") + v("delete"),
+            ),
+        );
+    }
+    out
+}
+
+#[tokio::main]
+async fn main() {
+    let client = client().await;
+    install_crds(&client).await;
+    sweep(&client, &KINDS, &COMPONENTS).await;
+    let mut results = serde_json::Map::new();
+    let mut table: Vec<(String, String, String)> = Vec::new();
+
+    // 3. Apply cost against kubectl apply --server-side (training + pipelines bundles, 3 trials each).
+    let (kubectl_ms, ours_ms) = apply_cost(&client).await;
+    let ratio = stats(ours_ms.clone())["p50"].as_f64().unwrap_or(0.0)
+        / stats(kubectl_ms.clone())["p50"].as_f64().unwrap_or(1.0);
+    table.push((
+        "Apply: kubectl apply --server-side (training + pipelines)".into(),
+        format!("p50 {:.0} ms", stats(kubectl_ms.clone())["p50"]),
+        "3".into(),
+    ));
+    table.push((
+        "Apply: operators from fresh CRs, all objects applied".into(),
+        format!(
+            "p50 {:.0} ms (ratio {ratio:.2})",
+            stats(ours_ms.clone())["p50"]
+        ),
+        "3".into(),
+    ));
+    results.insert("apply_kubectl_ms".into(), stats(kubectl_ms));
+    results.insert("apply_operators_ms".into(), stats(ours_ms));
+    results.insert("apply_ratio_operators_over_kubectl".into(), json!(ratio));
+
+    // Operators for the remaining figures, started fresh so install CPU and peak memory are theirs.
+    let mut ops: BTreeMap<&str, OperatorProcess> = BTreeMap::new();
+    for name in OPERATORS {
+        ops.insert(name, OperatorProcess::start(name, &[]));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // 2. Time to Ready, 5 trials, each from a clean namespace.
+    let mut ready_s = Vec::new();
+    let mut first_install_cpu = BTreeMap::new();
+    let trials = 5;
+    let mut last_ns = None;
+    for trial in 0..trials {
+        let ns = TestNamespace::new(&client, "bench-ready").await;
+        let api = component_api(&client, &ns.name, "Kubeflow");
+        let start = Instant::now();
+        apply_yaml(&client, &ns.name, &all_components("1.11.0")).await;
+        wait_ready(&api, "kubeflow", LONG).await;
+        ready_s.push(start.elapsed().as_secs_f64());
+        if trial == 0 {
+            for (name, op) in &ops {
+                first_install_cpu.insert(name.to_string(), proc_usage(op.pid()));
+            }
+        }
+        if trial + 1 < trials {
+            delete_and_wait(&api, "kubeflow", LONG).await;
+            ns.delete().await;
+        } else {
+            last_ns = Some(ns);
+        }
+    }
+    let ns = last_ns.expect("the last trial's namespace");
+    table.push((
+        "Time to Ready, Kubeflow with 5 components".into(),
+        format!(
+            "p50 {:.1} s, max {:.1} s",
+            stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
+            stats(ready_s.clone())["max"].as_f64().unwrap_or(0.0)
+        ),
+        trials.to_string(),
+    ));
+    results.insert("time_to_ready_s".into(), stats(ready_s));
+
+    // 1. Repair latency, 60 trials over four kinds.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mut by_kind: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut all = Vec::new();
+    for i in 0..60 {
+        let (k, d) = match i % 4 {
+            0 => (
+                "Deployment",
+                repair(&deployments, "training-operator").await,
+            ),
+            1 => ("ClusterRole", repair(&roles, "training-operator").await),
+            2 => ("ConfigMap", repair(&cms, "pipeline-install-config").await),
+            _ => (
+                "ValidatingWebhookConfiguration",
+                repair(&vwcs, "validator.training-operator.kubeflow.org").await,
+            ),
+        };
+        by_kind.entry(k).or_default().push(ms(d));
+        all.push(ms(d));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let s = stats(all.clone());
+    table.push((
+        "Repair latency, delete -> recreated (watch)".into(),
+        format!(
+            "p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
+            s["p50"], s["p90"], s["p99"], s["max"]
+        ),
+        "60".into(),
+    ));
+    results.insert("repair_ms".into(), s);
+    results.insert(
+        "repair_ms_by_kind".into(),
+        json!(
+            by_kind
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), stats(v)))
+                .collect::<serde_json::Map<_, _>>()
+        ),
+    );
+
+    // 4. At rest: everything Ready, nothing changing, 60 s.
+    let kf = component_api(&client, &ns.name, "Kubeflow");
+    wait_ready(&kf, "kubeflow", LONG).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = requests(&ops).await;
+    let rec_before = operator_metric_sum(&ops, "controller_runtime_reconcile_total{").await;
+    let cpu_before: BTreeMap<String, f64> = ops
+        .iter()
+        .map(|(n, op)| (n.to_string(), proc_usage(op.pid()).2))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let after = requests(&ops).await;
+    let rec_after = operator_metric_sum(&ops, "controller_runtime_reconcile_total{").await;
+    let mut rest = serde_json::Map::new();
+    let (mut reads, mut writes, mut reconciles) = (0.0, 0.0, 0.0);
+    for (name, op) in &ops {
+        let n = name.to_string();
+        let (r0, w0) = before[&n];
+        let (r1, w1) = after[&n];
+        let (rss, peak, cpu) = proc_usage(op.pid());
+        let install = first_install_cpu.get(&n).map(|u| u.2).unwrap_or(0.0);
+        let rec = rec_after[&n] - rec_before[&n];
+        reads += r1 - r0;
+        writes += w1 - w0;
+        reconciles += rec;
+        rest.insert(n.clone(), json!({
+            "reads_60s": r1 - r0, "writes_60s": w1 - w0, "reconciles_per_min": rec,
+            "rss_mib": (rss * 10.0).round() / 10.0, "peak_rss_mib": (peak * 10.0).round() / 10.0,
+            "cpu_s_first_install": (install * 100.0).round() / 100.0, "cpu_s_at_rest_60s": ((cpu - cpu_before[&n]) * 100.0).round() / 100.0,
+        }));
+        table.push((
+            format!("{name}: RSS after Ready / peak, CPU first install / 60 s at rest"),
+            format!(
+                "{rss:.1} / {peak:.1} MiB, {install:.2} / {:.2} s",
+                cpu - cpu_before[&n]
+            ),
+            "1".into(),
+        ));
+    }
+    table.push((
+        "At rest, 60 s, all operators: reads / writes / reconciles".into(),
+        format!("{reads} / {writes} / {reconciles}"),
+        "1".into(),
+    ));
+    results.insert("at_rest".into(), Value::Object(rest));
+
+    delete_and_wait(&kf, "kubeflow", LONG).await;
+    ns.delete().await;
+
+    // 6. Growth: device plugins over more nodes; the meta-operator over more CRs.
+    let dp_pid = ops["kubeflow-device-plugins-operator"].pid();
+    let mut growth = serde_json::Map::new();
+    for n in [10usize, 100, 1000] {
+        let (secs, rss) = device_plugins_over_nodes(&client, n, dp_pid).await;
+        table.push((
+            format!("DevicePlugins over {n} extra GPU nodes: time to all ready, RSS"),
+            format!("{secs:.1} s, {rss:.1} MiB"),
+            "1".into(),
+        ));
+        growth.insert(
+            format!("device_plugins_{n}_nodes"),
+            json!({"seconds": secs, "rss_mib": rss}),
+        );
+    }
+    let meta_pid = ops["kubeflow-meta-operator"].pid();
+    for n in [1usize, 10, 50] {
+        let (secs, rss) = meta_over_crs(&client, n, meta_pid).await;
+        table.push((
+            format!(
+                "Meta-operator with {n} Kubeflow CRs (device plugins only): time to all Ready, RSS"
+            ),
+            format!("{secs:.1} s, {rss:.1} MiB"),
+            "1".into(),
+        ));
+        growth.insert(
+            format!("meta_{n}_crs"),
+            json!({"seconds": secs, "rss_mib": rss}),
+        );
+    }
+    results.insert("growth".into(), Value::Object(growth));
+    drop(ops);
+
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    results.insert(
+        "machine".into(),
+        json!({"cpus": cpus, "os": std::env::consts::OS}),
+    );
+    println!("| figure | value | trials |\n| --- | --- | --- |");
+    for (a, b, c) in &table {
+        println!("| {a} | {b} | {c} |");
+    }
+    let dir = kubeflow_e2e::operator::target_dir().join("bench");
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("results.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&Value::Object(results)).unwrap_or_default(),
+    )
+    .expect("write results");
+    eprintln!("figures written to {}", path.display());
+}
+
+async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>) {
+    let m = kubeflow_e2e::manifests_dir();
+    let files = [
+        m.join("pipelines/2.15.0/cluster-scoped.yaml"),
+        m.join("training/v1.9.2/training-operator.yaml"),
+        m.join("pipelines/2.15.0/pipelines.yaml"),
+    ];
+    let mut args: Vec<String> = vec![
+        "apply".into(),
+        "--server-side".into(),
+        "--force-conflicts".into(),
+    ];
+    for f in &files {
+        args.push("-f".into());
+        args.push(f.display().to_string());
+    }
+    let mut delete: Vec<String> = vec![
+        "delete".into(),
+        "--wait=true".into(),
+        "--ignore-not-found".into(),
+    ];
+    for f in files.iter().rev() {
+        delete.push("-f".into());
+        delete.push(f.display().to_string());
+    }
+    let mut kubectl = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let out = run_tool(
+            "kubectl",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        kubectl.push(ms(start.elapsed()));
+        let out = run_tool(
+            "kubectl",
+            &delete.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(
+            out.status.success(),
+            "kubectl delete failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let pipelines = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut ours = Vec::new();
+    for _ in 0..3 {
+        let ns = TestNamespace::new(client, "bench-apply").await;
+        let start = Instant::now();
+        apply_yaml(client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n---\napiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.15.0}\n").await;
+        for kind in ["Training", "Pipelines"] {
+            let api = component_api(client, &ns.name, kind);
+            wait_for("all objects applied", LONG, || async {
+                let o = api.get("kubeflow").await.ok()?;
+                let applied = o.data.pointer("/status/managedObjects").is_some()
+                    && o.data
+                        .pointer("/status/observedGeneration")
+                        .and_then(Value::as_i64)
+                        == o.metadata.generation;
+                applied.then_some(())
+            })
+            .await;
+        }
+        ours.push(ms(start.elapsed()));
+        for kind in ["Training", "Pipelines"] {
+            delete_and_wait(&component_api(client, &ns.name, kind), "kubeflow", LONG).await;
+        }
+        ns.delete().await;
+    }
+    drop((training, pipelines));
+    (kubectl, ours)
+}
+
+async fn device_plugins_over_nodes(client: &Client, n: usize, pid: u32) -> (f64, f64) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for i in 0..n {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": format!("bench-gpu-{i}"), "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {"type": "kwok", "bench": "growth", "feature.node.kubernetes.io/pci-10de.present": "true"}},
+            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "250"}, "capacity": {"cpu": "32", "memory": "256Gi", "pods": "250"}}
+        }))
+        .expect("node");
+        let _ = nodes.create(&PostParams::default(), &node).await;
+    }
+    let ns = TestNamespace::new(client, "bench-dp").await;
+    let api = component_api(client, &ns.name, "DevicePlugins");
+    let start = Instant::now();
+    apply_yaml(client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: DevicePlugins\nmetadata: {name: kubeflow}\nspec:\n  plugins: [{name: nvidia, type: nvidia-gpu, version: v0.20.0}]\n").await;
+    let want = (n + 2) as i64;
+    wait_for(&format!("the plugin on {want} nodes"), LONG, || async {
+        let o = api.get("kubeflow").await.ok()?;
+        let p = o.data.pointer("/status/plugins/0")?;
+        (p["ready"].as_i64() == Some(want)).then_some(())
+    })
+    .await;
+    let secs = start.elapsed().as_secs_f64();
+    let rss = proc_usage(pid).0;
+    delete_and_wait(&api, "kubeflow", LONG).await;
+    ns.delete().await;
+    let _ = nodes
+        .delete_collection(
+            &DeleteParams::default(),
+            &kube::api::ListParams::default().labels("bench=growth"),
+        )
+        .await;
+    wait_for("bench nodes to go", LONG, || async {
+        nodes
+            .list(&kube::api::ListParams::default().labels("bench=growth"))
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    ((secs * 10.0).round() / 10.0, (rss * 10.0).round() / 10.0)
+}
+
+async fn meta_over_crs(client: &Client, n: usize, pid: u32) -> (f64, f64) {
+    let mut namespaces = Vec::new();
+    let start = Instant::now();
+    for _ in 0..n {
+        let ns = TestNamespace::new(client, "bench-meta").await;
+        apply_yaml(client, &ns.name, "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.11.0\"\n  components:\n    devicePlugins:\n      managementState: Managed\n      spec: {plugins: [{name: nvidia, type: nvidia-gpu, version: v0.20.0}]}\n").await;
+        namespaces.push(ns);
+    }
+    for ns in &namespaces {
+        wait_ready(
+            &component_api(client, &ns.name, "Kubeflow"),
+            "kubeflow",
+            LONG,
+        )
+        .await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let rss = proc_usage(pid).0;
+    for ns in &namespaces {
+        let api = component_api(client, &ns.name, "Kubeflow");
+        let _ = api.delete("kubeflow", &DeleteParams::default()).await;
+    }
+    for ns in namespaces {
+        delete_and_wait_gone(&component_api(client, &ns.name, "Kubeflow")).await;
+        ns.delete().await;
+    }
+    ((secs * 10.0).round() / 10.0, (rss * 10.0).round() / 10.0)
+}
+
+async fn delete_and_wait_gone(api: &Api<DynamicObject>) {
+    wait_for("a Kubeflow CR to go", LONG, || async {
+        api.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
