@@ -289,3 +289,49 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     drop(op);
     ns.delete().await;
 }
+
+/// With leader election, of two processes one reconciles and one waits.
+#[tokio::test]
+async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
+    let client = client().await;
+    let _g = serial().await;
+    install_crds(&client).await;
+    kubeflow_e2e::component::sweep(&client, &["Training"], &["training"]).await;
+    let ns = TestNamespace::new(&client, "training-leader").await;
+    let env = [
+        ("LEADER_ELECT", "true"),
+        ("POD_NAMESPACE", ns.name.as_str()),
+    ];
+    let a = OperatorProcess::start_with_env(OPERATOR, &[], &env);
+    let b = OperatorProcess::start_with_env(OPERATOR, &[], &env);
+    let states = wait_for(
+        "one active and one standby",
+        Duration::from_secs(30),
+        || async {
+            let ra = kubeflow_e2e::operator::http_get(&a.metrics_addr, "/readyz")
+                .await
+                .ok()?;
+            let rb = kubeflow_e2e::operator::http_get(&b.metrics_addr, "/readyz")
+                .await
+                .ok()?;
+            let mut s = [ra.trim().to_string(), rb.trim().to_string()];
+            s.sort();
+            (s == ["active".to_string(), "standby".to_string()]).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(states, ["active", "standby"]);
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let trainings = component_api(&client, &ns.name, "Training");
+    wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    let reconciles =
+        |text: String| metric_value(&text, "controller_runtime_reconcile_total{").unwrap_or(0.0);
+    let (ma, mb) = (reconciles(a.metrics().await), reconciles(b.metrics().await));
+    assert!(
+        (ma > 0.0) != (mb > 0.0),
+        "exactly one process reconciles: {ma} and {mb}"
+    );
+    kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", READY_TIMEOUT).await;
+    drop((a, b));
+    ns.delete().await;
+}

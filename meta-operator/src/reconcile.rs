@@ -67,12 +67,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .owns(Api::<DevicePlugins>::all(c.clone()), cfg())
         .owns(Api::<Pipelines>::all(c.clone()), cfg())
         .owns(Api::<Serving>::all(c.clone()), cfg());
-    let store = controller.store();
+    // Ready once the API answers a list of Kubeflow CRs (see the component runner).
     let probe = rt.probe.clone();
+    let lister: Api<Kubeflow> = Api::all(c.clone());
     tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            probe.set_active();
+        while lister
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
+        probe.set_active();
     });
     controller
         .graceful_shutdown_on(rt.shutdown())

@@ -289,12 +289,19 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
             owner_of::<C::Resource>,
         );
     }
-    let store = controller.store();
+    // Ready once the API answers a list of the operator's own kind, the list
+    // the controller's cache starts from (with the RBAC the process really has).
     let probe = rt.probe.clone();
+    let lister: Api<C::Resource> = Api::all(rt.client.clone());
     tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            probe.set_active();
+        while lister
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
+        probe.set_active();
     });
     tracing::info!(operator = %name, "starting controller");
     controller

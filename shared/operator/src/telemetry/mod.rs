@@ -10,8 +10,9 @@ pub use server::{Probe, serve};
 /// readable text otherwise. `RUST_LOG` filters (default `info`).
 pub fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_client=warn,kube_runtime=warn"));
+    // Target filters match by prefix, so `kube=` would also silence `kubeflow_*`.
     let json = std::env::var("LOG_FORMAT").is_ok_and(|v| v == "json");
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
