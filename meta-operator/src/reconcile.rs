@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher;
@@ -20,7 +20,7 @@ use kubeflow_operator::inventory::Inventory;
 use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
 use kubeflow_operator::{labels, platform};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::children::{self, Child, ORDER};
 use crate::release;
@@ -67,19 +67,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .owns(Api::<DevicePlugins>::all(c.clone()), cfg())
         .owns(Api::<Pipelines>::all(c.clone()), cfg())
         .owns(Api::<Serving>::all(c.clone()), cfg());
-    // Ready once the API answers a list of Kubeflow CRs (see the component runner).
-    let probe = rt.probe.clone();
-    let lister: Api<Kubeflow> = Api::all(c.clone());
-    tokio::spawn(async move {
-        while lister
-            .list_metadata(&kube::api::ListParams::default().limit(1))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        probe.set_active();
-    });
+    runner::mark_ready_when_listable(Api::<Kubeflow>::all(c.clone()), rt.probe.clone());
     controller
         .graceful_shutdown_on(rt.shutdown())
         .run(reconcile, error_policy, ctx)
@@ -439,19 +427,14 @@ async fn write_status(
     if same_conditions && a == b && kf.status.is_some() {
         return Ok(());
     }
-    let mut value = serde_json::to_value(new).unwrap_or(Value::Null);
-    // Fields the new status drops are removed explicitly (merge patch).
-    if let (Ok(Value::Object(o)), Value::Object(n)) = (serde_json::to_value(old), &mut value) {
-        for k in o.keys() {
-            n.entry(k.clone()).or_insert(Value::Null);
-        }
-    }
     let api: Api<Kubeflow> =
         Api::namespaced(ctx.client.clone(), &kf.namespace().unwrap_or_default());
-    api.patch_status(
-        &kf.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": value })),
+    let old_json = serde_json::to_value(old).unwrap_or(Value::Null);
+    kubeflow_operator::status::patch(
+        &api,
+        kf,
+        &old_json,
+        serde_json::to_value(new).unwrap_or(Value::Null),
     )
     .await
     .map_err(|e| Error::Api("write status", e))?;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
@@ -17,7 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_api::{ComponentResource, ComponentStatus, CrdPolicy, Platform};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::apply::{ApplyError, ApplyRequest, Engine};
 use crate::bundle::{Bundle, BundleCache, BundleError};
@@ -289,20 +289,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
             owner_of::<C::Resource>,
         );
     }
-    // Ready once the API answers a list of the operator's own kind, the list
-    // the controller's cache starts from (with the RBAC the process really has).
-    let probe = rt.probe.clone();
-    let lister: Api<C::Resource> = Api::all(rt.client.clone());
-    tokio::spawn(async move {
-        while lister
-            .list_metadata(&kube::api::ListParams::default().limit(1))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        probe.set_active();
-    });
+    runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
     tracing::info!(operator = %name, "starting controller");
     controller
         .graceful_shutdown_on(rt.shutdown())
@@ -692,20 +679,9 @@ async fn write_status<C: Component>(
     }
     let api: Api<C::Resource> =
         Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
-    // Merge patch: lists are replaced whole, and fields of the old status that
-    // the new one lacks are removed explicitly.
-    if let (Value::Object(old_map), Value::Object(new_map)) = (&old_json, &mut new_json) {
-        for k in old_map.keys() {
-            new_map.entry(k.clone()).or_insert(Value::Null);
-        }
-    }
-    api.patch_status(
-        &cr.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": new_json })),
-    )
-    .await
-    .map_err(|e| ReconcileError::Api("write status", e))?;
+    crate::status::patch(&api, cr, &old_json, new_json)
+        .await
+        .map_err(|e| ReconcileError::Api("write status", e))?;
     Ok(())
 }
 

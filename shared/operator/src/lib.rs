@@ -17,6 +17,7 @@ pub mod openshift;
 pub mod platform;
 pub mod render;
 pub mod runner;
+pub mod status;
 pub mod telemetry;
 pub mod transform;
 

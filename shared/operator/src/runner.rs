@@ -112,6 +112,31 @@ impl Runtime {
     }
 }
 
+/// Marks the process ready once the API answers a list of the operator's own
+/// kind: the list the controller's cache starts from, made with the RBAC the
+/// process really has.
+pub fn mark_ready_when_listable<K>(api: kube::Api<K>, probe: Arc<Probe>)
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    tokio::spawn(async move {
+        while api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        probe.set_active();
+    });
+}
+
 /// A client whose every request is counted by verb in `kubeflow_api_requests_total`.
 async fn counted_client(metrics: &Metrics) -> anyhow::Result<Client> {
     let config = kube::Config::infer()
