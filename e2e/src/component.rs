@@ -155,3 +155,31 @@ pub async fn delete_and_wait(api: &Api<DynamicObject>, name: &str, timeout: Dura
     })
     .await;
 }
+
+/// The start every operator test shares: a client, the serial lock, the
+/// project's CRDs installed, and earlier runs' leftovers of these kinds swept.
+pub async fn prepare(
+    kinds: &[&str],
+    components: &[&str],
+) -> (Client, tokio::sync::MutexGuard<'static, ()>) {
+    let client = crate::client().await;
+    let guard = crate::serial().await;
+    crate::install_crds(&client).await;
+    sweep(&client, kinds, components).await;
+    (client, guard)
+}
+
+/// Merge-patches a CR's fields (a user's `kubectl patch --type merge`).
+pub async fn merge(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: serde_json::Value,
+) -> DynamicObject {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot patch {name}: {e}"))
+}

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,10 +33,8 @@ fn nodes_of(cr: &DynamicObject, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_up() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["DevicePlugins"], &["device-plugins"]).await;
+    let (client, _g) =
+        kubeflow_e2e::component::prepare(&["DevicePlugins"], &["device-plugins"]).await;
     let ns = TestNamespace::new(&client, "dp").await;
     let _op = OperatorProcess::start("kubeflow-device-plugins-operator", &[]);
     apply_yaml(
@@ -124,13 +122,7 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
         {"name": "nvidia", "type": "nvidia-gpu", "version": "v0.20.0"},
         {"name": "intel", "type": "intel-gpu", "version": "v0.36.0", "sharedDevNum": 2},
         {"name": "nvidia-old", "type": "nvidia-gpu", "version": "v0.19.3"}]}});
-    api.patch(
-        "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(&overlapping),
-    )
-    .await
-    .expect("add an overlapping plugin");
+    kubeflow_e2e::component::merge(&api, "kubeflow", overlapping).await;
     let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
     let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
     assert_eq!(reason, "InvalidSpec");
@@ -159,13 +151,7 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
     let disjoint = json!({"spec": {"plugins": [
         {"name": "nvidia", "type": "nvidia-gpu", "version": "v0.20.0", "nodeSelector": {"kubernetes.io/hostname": "kwok-nvidia-0"}},
         {"name": "nvidia-old", "type": "nvidia-gpu", "version": "v0.19.3", "nodeSelector": {"kubernetes.io/hostname": "kwok-nvidia-1"}}]}});
-    api.patch(
-        "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(&disjoint),
-    )
-    .await
-    .expect("disjoint plugins");
+    kubeflow_e2e::component::merge(&api, "kubeflow", disjoint).await;
     let cr = wait_for("both nvidia versions, one node each", TIMEOUT, || async {
         let cr = api.get("kubeflow").await.ok()?;
         let (s, _, _, g) = condition(&cr, "Ready")?;

@@ -6,20 +6,17 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use kubeflow_e2e::component::{component_api, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["Istio"], &["istio"]).await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Istio"], &["istio"]).await;
     let ns = TestNamespace::new(&client, "istio").await;
     let _op = OperatorProcess::start("kubeflow-istio-operator", &[]);
     apply_yaml(
@@ -89,14 +86,8 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
     wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
 
     // Upgrade: the 1.28.0 bundle applies, the version follows.
-    istios
-        .patch(
-            "kubeflow",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"version": "1.28.0"}})),
-        )
-        .await
-        .expect("upgrade");
+    kubeflow_e2e::component::merge(&istios, "kubeflow", json!({"spec": {"version": "1.28.0"}}))
+        .await;
     let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("1.28.0")));
     let image = deployments

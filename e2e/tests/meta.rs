@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,11 +31,7 @@ fn status_str<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
 
 #[tokio::test]
 async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(
-        &client,
+    let (client, _g) = kubeflow_e2e::component::prepare(
         &[
             "Kubeflow",
             "Istio",
@@ -118,17 +114,8 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     assert_eq!(status_str(&kf, "/status/phase"), Some("Installing"));
 
     // A field set on the child and not stated by the Kubeflow CR survives reconciles.
-    trainings
-        .patch(
-            "kubeflow",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .expect("user edit");
-    kfs.patch("kubeflow", &PatchParams::default(), &Patch::Merge(json!({"spec": {"components": {"training": {"spec": {"jobKinds": ["PyTorchJob", "TFJob"]}}}}})))
-        .await
-        .expect("edit the parent");
+    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 3}})).await;
+    kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"components": {"training": {"spec": {"jobKinds": ["PyTorchJob", "TFJob"]}}}}})).await;
     let t = wait_for(
         "the parent's change to reach the child",
         TIMEOUT,
@@ -145,22 +132,16 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     );
 
     // Removed: the child goes, and its operator cleans the component up.
-    kfs.patch(
+    kubeflow_e2e::component::merge(
+        &kfs,
         "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"spec": {"components": {"training": {"managementState": "Removed"}}}}),
-        ),
+        json!({"spec": {"components": {"training": {"managementState": "Removed"}}}}),
     )
-    .await
-    .expect("remove training");
+    .await;
     gone(&trainings, "kubeflow").await;
 
     // Deletion removes every child.
-    kfs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    gone(&kfs, "kubeflow").await;
+    kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     for api in [&istios, &trainings, &servings, &pipelines] {
         assert!(api.get_opt("kubeflow").await.expect("get").is_none());
     }
@@ -169,11 +150,7 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
 
 #[tokio::test]
 async fn an_unknown_release_is_refused_and_creates_nothing() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(
-        &client,
+    let (client, _g) = kubeflow_e2e::component::prepare(
         &[
             "Kubeflow",
             "Istio",
@@ -216,20 +193,13 @@ async fn an_unknown_release_is_refused_and_creates_nothing() {
             .is_none(),
         "nothing created"
     );
-    kfs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    gone(&kfs, "kubeflow").await;
+    kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     ns.delete().await;
 }
 
 #[tokio::test]
 async fn upgrades_move_every_child_and_downgrades_are_refused() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(
-        &client,
+    let (client, _g) = kubeflow_e2e::component::prepare(
         &[
             "Kubeflow",
             "Istio",
@@ -266,13 +236,7 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
             .then_some(())
     })
     .await;
-    kfs.patch(
-        "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"version": "1.11.0"}})),
-    )
-    .await
-    .expect("upgrade");
+    kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "1.11.0"}})).await;
     wait_for("istio child at 1.28.0", TIMEOUT, || async {
         (istios
             .get("kubeflow")
@@ -288,22 +252,15 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     // Istio has no operator here, so the upgrade stays in progress and says so.
     // Without Istio, the whole CR reaches Ready at 1.11.0, and then a
     // downgrade is refused.
-    kfs.patch(
+    kubeflow_e2e::component::merge(
+        &kfs,
         "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"components": {"istio": {"managementState": "Removed"}}}})),
+        json!({"spec": {"components": {"istio": {"managementState": "Removed"}}}}),
     )
-    .await
-    .expect("drop istio");
+    .await;
     let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(status_str(&kf, "/status/version"), Some("1.11.0"));
-    kfs.patch(
-        "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"version": "1.10.2"}})),
-    )
-    .await
-    .expect("downgrade");
+    kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "1.10.2"}})).await;
     let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
     assert_eq!(
         condition(&kf, "Degraded").map(|c| c.1).as_deref(),
@@ -315,20 +272,13 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
         "still the installed release"
     );
 
-    kfs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    gone(&kfs, "kubeflow").await;
+    kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     ns.delete().await;
 }
 
 #[tokio::test]
 async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster_objects() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(
-        &client,
+    let (client, _g) = kubeflow_e2e::component::prepare(
         &[
             "Kubeflow",
             "Istio",
@@ -369,10 +319,7 @@ async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster
     assert_eq!(status_str(&kf_b, "/status/phase"), Some("Degraded"));
 
     for (kfs, ns) in [(&kfs_b, b), (&kfs_a, a)] {
-        kfs.delete("kubeflow", &DeleteParams::default())
-            .await
-            .expect("delete");
-        gone(kfs, "kubeflow").await;
+        kubeflow_e2e::component::delete_and_wait(kfs, "kubeflow", TIMEOUT).await;
         ns.delete().await;
     }
 }

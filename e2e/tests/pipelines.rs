@@ -8,10 +8,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -27,10 +27,7 @@ fn env_of(d: &Deployment, name: &str) -> Option<k8s_openapi::api::core::v1::EnvV
 
 #[tokio::test]
 async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["Pipelines"], &["pipelines"]).await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Pipelines"], &["pipelines"]).await;
     let ns = TestNamespace::new(&client, "kfp").await;
     let _op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
     apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.5.0}\n").await;
@@ -51,13 +48,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     );
 
     // Upgrade: the new bundle's objects come, the old one's go; volumes stay.
-    api.patch(
-        "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"version": "2.15.0"}})),
-    )
-    .await
-    .expect("upgrade");
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "2.15.0"}})).await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("2.15.0")));
     assert!(
@@ -93,13 +84,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
         .expect("bundled mysql")
         .resource_version();
     let external = json!({"spec": {"database": {"external": {"host": "db.example.internal", "port": 3307, "credentialsSecret": "kfp-db"}}}});
-    api.patch(
-        "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(&external),
-    )
-    .await
-    .expect("external db");
+    kubeflow_e2e::component::merge(&api, "kubeflow", external).await;
     let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
     let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
     assert_eq!(reason, "SecretMissing");
@@ -177,10 +162,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
 /// OpenShift is detected by its API groups; the test registers their CRDs, then removes them.
 #[tokio::test]
 async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["Pipelines"], &["pipelines"]).await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Pipelines"], &["pipelines"]).await;
     let openshift = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: securitycontextconstraints.security.openshift.io}\nspec:\n  group: security.openshift.io\n  scope: Cluster\n  names: {kind: SecurityContextConstraints, plural: securitycontextconstraints, singular: securitycontextconstraints}\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: routes.route.openshift.io}\nspec:\n  group: route.openshift.io\n  scope: Namespaced\n  names: {kind: Route, plural: routes, singular: route}\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n";
     apply_yaml(&client, "default", openshift).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -5,20 +5,17 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial};
+use kubeflow_e2e::{TestNamespace, apply_yaml};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["Serving"], &["serving"]).await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Serving"], &["serving"]).await;
     let ns = TestNamespace::new(&client, "kserve").await;
     let _op = OperatorProcess::start("kubeflow-serving-operator", &[]);
     apply_yaml(
@@ -77,13 +74,12 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     );
 
     // cert-manager asked for but absent: a condition saying so, nothing changed.
-    api.patch(
+    kubeflow_e2e::component::merge(
+        &api,
         "kubeflow",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"certificates": "cert-manager"}})),
+        json!({"spec": {"certificates": "cert-manager"}}),
     )
-    .await
-    .expect("cert-manager");
+    .await;
     let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
     let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
     assert_eq!(reason, "PrerequisiteMissing");
@@ -97,9 +93,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     );
 
     // Back to self-signed, Serverless mode, and an upgrade.
-    api.patch("kubeflow", &PatchParams::default(), &Patch::Merge(json!({"spec": {"certificates": "self-signed", "deploymentMode": "Serverless", "version": "v0.15.2"}})))
-        .await
-        .expect("upgrade");
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"certificates": "self-signed", "deploymentMode": "Serverless", "version": "v0.15.2"}})).await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v0.15.2")));
     let deploy = cms

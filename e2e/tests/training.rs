@@ -8,10 +8,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::{OperatorProcess, metric_value};
-use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, serial, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-training-operator";
@@ -45,10 +45,7 @@ where
 
 #[tokio::test]
 async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["Training"], &["training"]).await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
     let ns = TestNamespace::new(&client, "training").await;
     let op = OperatorProcess::start(OPERATOR, &[]);
     let trainings = component_api(&client, &ns.name, "Training");
@@ -127,14 +124,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
 
     // An edit lands, and only the object it concerns is written.
     let before = writes(&op.metrics().await);
-    trainings
-        .patch(
-            "kubeflow",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 2}})),
-        )
-        .await
-        .expect("edit replicas");
+    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
     wait_for("replicas 2", Duration::from_secs(10), || async {
         (deployments
             .get("training-operator")
@@ -182,14 +172,12 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         .await
         .expect("get")
         .resource_version();
-    trainings
-        .patch(
-            "kubeflow",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"version": "v9.9.9"}})),
-        )
-        .await
-        .expect("set an unknown version");
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"version": "v9.9.9"}}),
+    )
+    .await;
     let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
     let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
     assert_eq!(reason, "UnknownVersion");
@@ -197,16 +185,12 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         message.contains("v9.9.9") && message.contains("v1.9.2"),
         "{message}"
     );
-    trainings
-        .patch(
-            "kubeflow",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"version": "v1.9.2", "images": {"no-such-container": "x"}}}),
-            ),
-        )
-        .await
-        .expect("set a malformed override");
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"version": "v1.9.2", "images": {"no-such-container": "x"}}}),
+    )
+    .await;
     let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
     let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
     assert_eq!(reason, "InvalidSpec");
@@ -220,14 +204,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         rv,
         "nothing changed"
     );
-    trainings
-        .patch(
-            "kubeflow",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"images": null}})),
-        )
-        .await
-        .expect("fix the spec");
+    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"images": null}})).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
 
     // A restarted operator re-adopts what exists without writing.
@@ -293,10 +270,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
 /// With leader election, of two processes one reconciles and one waits.
 #[tokio::test]
 async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
-    let client = client().await;
-    let _g = serial().await;
-    install_crds(&client).await;
-    kubeflow_e2e::component::sweep(&client, &["Training"], &["training"]).await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
     let ns = TestNamespace::new(&client, "training-leader").await;
     let env = [
         ("LEADER_ELECT", "true"),
