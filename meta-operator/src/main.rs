@@ -1,6 +1,7 @@
 //! kubeflow-meta-operator: turns `Kubeflow` custom resources into component custom resources.
 
 mod children;
+mod permissions;
 mod reconcile;
 mod release;
 mod summary;
@@ -11,11 +12,23 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<kubeflow_operator::component::Command>,
     #[command(flatten)]
     run: kubeflow_operator::runner::RunArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    reconcile::run(Cli::parse().run).await
+    let cli = Cli::parse();
+    match cli.command {
+        Some(kubeflow_operator::component::Command::Rbac) => {
+            print!(
+                "{}",
+                kubeflow_operator::rbac::to_yaml(&permissions::rules())?
+            );
+            Ok(())
+        }
+        None => reconcile::run(cli.run).await,
+    }
 }

@@ -19,6 +19,7 @@ use kubeflow_operator::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
 use kubeflow_operator::inventory::Inventory;
 use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
+use kubeflow_operator::telemetry::metrics::ComponentRef;
 use kubeflow_operator::{labels, platform};
 use serde_json::Value;
 
@@ -362,14 +363,17 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         }
     }
     write_status(kf, ctx, &old, &status).await?;
-    ctx.metrics
-        .component_ready
-        .with_label_values(&[
-            "Kubeflow",
-            &kf.namespace().unwrap_or_default(),
-            &kf.name_any(),
-        ])
-        .set(i64::from(all_ready));
+    ctx.metrics.record_component(
+        &ComponentRef {
+            controller: NAME,
+            kind: "Kubeflow",
+            namespace: &kf.namespace().unwrap_or_default(),
+            name: &kf.name_any(),
+        },
+        all_ready,
+        status.version.as_deref(),
+        &status.conditions,
+    );
     Ok(Action::requeue(if all_ready {
         Duration::from_secs(600)
     } else {
@@ -445,11 +449,12 @@ async fn write_status(
 async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
     let live = live_children(ctx, kf).await?;
     if live.is_empty() {
-        let _ = ctx.metrics.component_ready.remove_label_values(&[
-            "Kubeflow",
-            &kf.namespace().unwrap_or_default(),
-            &kf.name_any(),
-        ]);
+        ctx.metrics.forget_component(&ComponentRef {
+            controller: NAME,
+            kind: "Kubeflow",
+            namespace: &kf.namespace().unwrap_or_default(),
+            name: &kf.name_any(),
+        });
         return Ok(Action::await_change());
     }
     let waves: [&[&str]; 2] = [

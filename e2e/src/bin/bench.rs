@@ -14,7 +14,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_e2e::component::{component_api, condition, delete_and_wait, sweep};
-use kubeflow_e2e::operator::{OperatorProcess, metric_value};
+use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wait_for};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -152,16 +152,16 @@ async fn requests(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f6
     for (name, op) in ops {
         let text = op.metrics().await;
         let v = |verb: &str| {
-            metric_value(
+            metric_sum(
                 &text,
-                &format!("kubeflow_api_requests_total{{verb=\"{verb}\"}}"),
+                "kubeflow_api_requests_total",
+                &[&format!("verb=\"{verb}\"")],
             )
-            .unwrap_or(0.0)
         };
         out.insert(
             name.to_string(),
             (
-                v("get") + v("watch"),
+                v("get") + v("list") + v("watch"),
                 v("create") + v("update") + v("patch") + v("delete"),
             ),
         );

@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kubeflow_operator::api::{DevicePlugin, DevicePlugins};
+use kubeflow_operator::api::{DevicePlugin, DevicePlugins, PluginType};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
 use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject, ListParams};
 use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use serde_json::{Value, json};
 
@@ -135,6 +136,21 @@ fn render_plugin(
 impl Component for DevicePluginsComponent {
     type Resource = DevicePlugins;
     type Inputs = ();
+
+    fn permissions(&self) -> Permissions {
+        let folders: Vec<String> = [PluginType::NvidiaGpu, PluginType::IntelGpu]
+            .iter()
+            .map(|t| format!("device-plugins/{}", t.as_str()))
+            .collect();
+        Permissions {
+            bundles: folders,
+            // Only the DaemonSets of the bundles are applied.
+            only_kinds: Some(vec!["DaemonSet".into()]),
+            ..Default::default()
+        }
+        // Status lists the plugin pods to name the nodes they are ready on.
+        .with([rbac::rule("", &["pods"], &["list"])])
+    }
 
     fn render(
         &self,

@@ -8,6 +8,7 @@ use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
 use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
@@ -20,6 +21,10 @@ const GATEWAY: &str = "istio-ingressgateway";
 const CONTROL_PLANE_NAMESPACE: &str = "istio-system";
 /// The bundle's objects for Kubeflow's own namespace (Sidecar exceptions) move to the CR's.
 const KUBEFLOW_NAMESPACE: &str = "kubeflow";
+/// The OpenShift SCC Istio's ServiceAccounts are granted.
+const SCC: &str = "anyuid";
+/// The SCC of the CNI node agent, which edits the node's network setup.
+const CNI_SCC: &str = "privileged";
 
 /// The Istio component.
 pub struct IstioComponent;
@@ -32,6 +37,10 @@ fn named(o: &DynamicObject, name: &str) -> bool {
 impl Component for IstioComponent {
     type Resource = Istio;
     type Inputs = ();
+
+    fn permissions(&self) -> Permissions {
+        Permissions::bundles(&["istio"]).with(rbac::openshift_scc(&[SCC, CNI_SCC]))
+    }
 
     fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
@@ -114,11 +123,7 @@ impl Component for IstioComponent {
                 ) else {
                     continue;
                 };
-                let scc = if name == "istio-cni" {
-                    "privileged"
-                } else {
-                    "anyuid"
-                };
+                let scc = if name == "istio-cni" { CNI_SCC } else { SCC };
                 objects.push(openshift::scc_grant(ns, name, scc));
             }
         }

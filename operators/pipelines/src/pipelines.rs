@@ -10,6 +10,7 @@ use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderC
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DeleteParams, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
@@ -21,6 +22,8 @@ const BUNDLE_NAMESPACE: &str = "kubeflow";
 const WORKLOADS: &[&str] = &["ml-pipeline", "ml-pipeline-ui"];
 /// The Argo workflow controller's ConfigMap.
 const WORKFLOW_CONFIG: &str = "workflow-controller-configmap";
+/// The OpenShift SCC the pipelines ServiceAccounts are granted (the bundled images run as fixed users).
+const SCC: &str = "anyuid";
 
 /// The Pipelines component.
 pub struct PipelinesComponent;
@@ -29,6 +32,17 @@ pub struct PipelinesComponent;
 impl Component for PipelinesComponent {
     type Resource = Pipelines;
     type Inputs = ();
+
+    fn permissions(&self) -> Permissions {
+        Permissions::bundles(&["pipelines"])
+            .with(rbac::openshift_scc(&[SCC]))
+            // The cache webhook the cache deployer creates at run time, removed on deletion.
+            .with([rbac::rule(
+                "admissionregistration.k8s.io",
+                &["mutatingwebhookconfigurations"],
+                &["delete", "get"],
+            )])
+    }
 
     async fn dereference(&self, cr: &Pipelines, client: &Client) -> Result<(), DereferenceError> {
         let ns = cr.namespace().unwrap_or_default();
@@ -98,7 +112,7 @@ impl Component for PipelinesComponent {
                 .filter_map(|o| o.metadata.name.clone())
                 .collect();
             for sa in store_accounts {
-                objects.push(openshift::scc_grant(ctx.namespace, &sa, "anyuid"));
+                objects.push(openshift::scc_grant(ctx.namespace, &sa, SCC));
             }
         }
         Ok(Rendered { objects, version })

@@ -12,6 +12,7 @@ use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
@@ -22,6 +23,8 @@ const WEBHOOK_SERVICE: &str = "kserve-webhook-server-service";
 /// The Secret the controller mounts its webhook certificate from (cert-manager's Certificate writes it).
 const CERT_SECRET: &str = "kserve-webhook-server-cert";
 const CONFIG: &str = "inferenceservice-config";
+/// The OpenShift SCC the controller's ServiceAccount is granted.
+const SCC: &str = "nonroot-v2";
 const CERT_MANAGER_CRD: &str = "certificates.cert-manager.io";
 const INJECT: &str = "cert-manager.io/inject-ca-from";
 
@@ -63,6 +66,10 @@ fn edit_json(
 impl Component for ServingComponent {
     type Resource = Serving;
     type Inputs = Option<WebhookCert>;
+
+    fn permissions(&self) -> Permissions {
+        Permissions::bundles(&["serving"]).with(rbac::openshift_scc(&[SCC]))
+    }
 
     async fn dereference(
         &self,
@@ -191,11 +198,7 @@ impl Component for ServingComponent {
             });
         }
         if ctx.platform == Platform::OpenShift {
-            objects.push(openshift::scc_grant(
-                ctx.namespace,
-                CONTROLLER,
-                "nonroot-v2",
-            ));
+            objects.push(openshift::scc_grant(ctx.namespace, CONTROLLER, SCC));
         }
         Ok(Rendered { objects, version })
     }

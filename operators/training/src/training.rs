@@ -7,6 +7,7 @@ use kubeflow_operator::certs::{self, WebhookCert};
 use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::{Client, ResourceExt, api::DynamicObject};
+use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
@@ -18,6 +19,8 @@ const WEBHOOK_SERVICE: &str = "training-operator";
 const CERT_SECRET: &str = "training-operator-webhook-cert";
 /// The namespace the upstream bundle installs into.
 const BUNDLE_NAMESPACE: &str = "kubeflow";
+/// The OpenShift SCC the operator's ServiceAccount is granted.
+const SCC: &str = "nonroot-v2";
 
 /// The training component.
 pub struct TrainingComponent;
@@ -32,6 +35,10 @@ fn job_kind_of(crd: &DynamicObject) -> Option<JobKind> {
 impl Component for TrainingComponent {
     type Resource = Training;
     type Inputs = WebhookCert;
+
+    fn permissions(&self) -> Permissions {
+        Permissions::bundles(&["training"]).with(rbac::openshift_scc(&[SCC]))
+    }
 
     async fn dereference(
         &self,
@@ -123,7 +130,7 @@ impl Component for TrainingComponent {
         certs::fill_secret(&mut objects, CERT_SECRET, cert);
         certs::set_ca_bundle(&mut objects, WEBHOOK_SERVICE, cert);
         if ctx.platform == kubeflow_operator::api::Platform::OpenShift {
-            objects.push(openshift::scc_grant(ctx.namespace, WORKLOAD, "nonroot-v2"));
+            objects.push(openshift::scc_grant(ctx.namespace, WORKLOAD, SCC));
         }
         Ok(Rendered { objects, version })
     }

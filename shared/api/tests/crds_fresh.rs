@@ -1,10 +1,18 @@
-//! `crds/` must be what the Rust types generate.
+//! `crds/` and the chart's `crds/` must be what the Rust types generate.
 
 use std::path::Path;
 
 #[test]
 fn crds_folder_matches_the_types() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crds");
+    for folder in ["crds", "charts/kubeflow/crds"] {
+        folder_matches_the_types(folder);
+    }
+}
+
+fn folder_matches_the_types(folder: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(folder);
     let mut expected: Vec<String> = Vec::new();
     for (file, crd) in kubeflow_api::crds::all() {
         expected.push(file.to_string());
@@ -12,17 +20,20 @@ fn crds_folder_matches_the_types() {
         let have = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
         assert!(
             have == want,
-            "crds/{file} is stale: run `cargo run -p kubeflow-api --bin crdgen`"
+            "{folder}/{file} is stale: run `cargo run -p kubeflow-api --bin crdgen`"
         );
     }
     let mut present: Vec<String> = std::fs::read_dir(&dir)
-        .expect("crds/")
+        .expect("CRD folder")
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
     present.sort();
     expected.sort();
-    assert_eq!(present, expected, "crds/ holds exactly the generated files");
+    assert_eq!(
+        present, expected,
+        "{folder} holds exactly the generated files"
+    );
 }
 
 #[test]

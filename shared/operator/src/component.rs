@@ -27,8 +27,10 @@ use crate::health;
 use crate::inventory::{self, Inventory};
 use crate::kinds::kind;
 use crate::labels;
+use crate::rbac::{self, Permissions};
 use crate::runner::{self, RunArgs};
 use crate::telemetry::Metrics;
+use crate::telemetry::metrics::ComponentRef;
 
 /// Finalizer every component CR carries while it has objects to clean up.
 pub const FINALIZER: &str = "components.kubeflow.org/cleanup";
@@ -158,8 +160,15 @@ pub trait Component: Send + Sync + 'static {
     }
 
     /// Built-in kinds whose changes (by inventory label) trigger a reconcile.
+    /// Only those the operator's RBAC lets it watch are watched.
     fn watched_kinds(&self) -> Vec<GroupVersionKind> {
         default_watched_kinds()
+    }
+
+    /// What the operator's RBAC is made of: by default every kind of the
+    /// bundle folder named after the component.
+    fn permissions(&self) -> Permissions {
+        Permissions::bundles(&[Self::Resource::COMPONENT])
     }
 }
 
@@ -199,7 +208,12 @@ pub fn default_watched_kinds() -> Vec<GroupVersionKind> {
 #[derive(clap::Args, Clone, Debug)]
 pub struct ComponentArgs {
     /// Folder of bundles: `<dir>/<component>/<version>/*.yaml`.
-    #[arg(long, env = "MANIFESTS_DIR", default_value = "/manifests")]
+    #[arg(
+        long,
+        env = "MANIFESTS_DIR",
+        default_value = "/manifests",
+        global = true
+    )]
     pub manifests_dir: PathBuf,
     /// Process flags.
     #[command(flatten)]
@@ -251,21 +265,53 @@ pub fn operator_name<K: ComponentResource>() -> String {
 #[derive(clap::Parser, Debug)]
 #[command(version, about = "A Kubeflow component operator")]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     #[command(flatten)]
     args: ComponentArgs,
+}
+
+/// What an operator binary can do besides running.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Print the ClusterRole rules the operator needs (the chart's RBAC is generated from them).
+    Rbac,
 }
 
 /// The whole `main` of a component operator: parse flags, run until SIGTERM.
 pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
     let cli = <Cli as clap::Parser>::parse();
-    run(component, cli.args).await
+    match cli.command {
+        Some(Command::Rbac) => {
+            let rules = rules_of(&component, &cli.args.manifests_dir)?;
+            print!("{}", rbac::to_yaml(&rules)?);
+            Ok(())
+        }
+        None => run(component, cli.args).await,
+    }
+}
+
+/// The cluster rules a component operator needs.
+pub fn rules_of<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+) -> Result<Vec<k8s_openapi::api::rbac::v1::PolicyRule>, BundleError> {
+    rbac::component_rules(
+        manifests_dir,
+        C::Resource::COMPONENT,
+        (
+            kubeflow_api::COMPONENTS_GROUP,
+            &<C::Resource as Resource>::plural(&()),
+        ),
+        &component.permissions(),
+    )
 }
 
 /// Runs a component operator until SIGTERM (or loss of leadership).
 pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Result<()> {
     let name = operator_name::<C::Resource>();
     let rt = runner::start(&name, &args.run).await?;
-    let watched = component.watched_kinds();
+    let watched = watchable(&component, &args.manifests_dir);
     let ctx = Arc::new(Context {
         engine: Engine::new(rt.client.clone(), &name),
         client: rt.client.clone(),
@@ -297,6 +343,28 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         .for_each(|_| futures::future::ready(()))
         .await;
     Ok(())
+}
+
+/// The component's watched kinds its RBAC allows watching: a watch the
+/// chart's role does not grant would fail forever.
+fn watchable<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+) -> Vec<GroupVersionKind> {
+    let all = component.watched_kinds();
+    match rules_of(component, manifests_dir) {
+        Ok(rules) => all
+            .into_iter()
+            .filter(|gvk| {
+                let plural = ApiResource::from_gvk(gvk).plural;
+                rbac::allows(&rules, &gvk.group, &plural, "watch")
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the bundles; watching every default kind");
+            all
+        }
+    }
 }
 
 /// Maps a managed object back to its component CR, from its owner labels.
@@ -588,21 +656,22 @@ fn record_gauges<C: Component>(
 ) {
     let ns = cr.namespace().unwrap_or_default();
     let name = cr.name_any();
-    let kind = C::Resource::kind(&()).to_string();
-    ctx.metrics
-        .component_ready
-        .with_label_values(&[&kind, &ns, &name])
-        .set(i64::from(ready));
+    let kind = C::Resource::kind(&());
+    ctx.metrics.record_component(
+        &ComponentRef {
+            controller: &ctx.name,
+            kind: &kind,
+            namespace: &ns,
+            name: &name,
+        },
+        ready,
+        status.version.as_deref(),
+        &status.conditions,
+    );
     ctx.metrics
         .managed_objects
         .with_label_values(&[&ctx.name, &ns, &name])
         .set(status.managed_objects.unwrap_or(0));
-    if let Some(v) = &status.version {
-        ctx.metrics
-            .component_info
-            .with_label_values(&[&kind, &ns, &name, v])
-            .set(1);
-    }
 }
 
 async fn refuse<C: Component>(
@@ -643,11 +712,17 @@ async fn refuse<C: Component>(
         generation,
     );
     write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
-    let kind = C::Resource::kind(&()).to_string();
-    ctx.metrics
-        .component_ready
-        .with_label_values(&[&kind, &cr.namespace().unwrap_or_default(), &cr.name_any()])
-        .set(0);
+    ctx.metrics.record_component(
+        &ComponentRef {
+            controller: &ctx.name,
+            kind: &C::Resource::kind(&()),
+            namespace: &cr.namespace().unwrap_or_default(),
+            name: &cr.name_any(),
+        },
+        false,
+        None,
+        &status.conditions,
+    );
     // A missing Secret or prerequisite may appear without a spec change.
     Ok(Action::requeue(Duration::from_secs(30)))
 }
@@ -719,12 +794,13 @@ async fn cleanup_component<C: Component>(
     if !outcome.retained.is_empty() {
         tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
     }
-    let kind = C::Resource::kind(&()).to_string();
     let (ns, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
-    let _ = ctx
-        .metrics
-        .component_ready
-        .remove_label_values(&[&kind, &ns, &name]);
+    ctx.metrics.forget_component(&ComponentRef {
+        controller: &ctx.name,
+        kind: &C::Resource::kind(&()),
+        namespace: &ns,
+        name: &name,
+    });
     let _ = ctx
         .metrics
         .managed_objects

@@ -15,6 +15,7 @@ pub mod kinds;
 pub mod labels;
 pub mod openshift;
 pub mod platform;
+pub mod rbac;
 pub mod render;
 pub mod runner;
 pub mod status;

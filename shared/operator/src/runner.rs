@@ -51,6 +51,11 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
             tracing::error!(error = %e, "metrics server stopped");
         }
     });
+    metrics
+        .build_info
+        .with_label_values(&[name, env!("CARGO_PKG_VERSION")])
+        .set(1);
+    metrics.leader.with_label_values(&[name]).set(0);
     let mut leadership = None;
     if args.leader_elect {
         probe.set_standby();
@@ -137,23 +142,75 @@ where
     });
 }
 
-/// A client whose every request is counted by verb in `kubeflow_api_requests_total`.
+/// A client whose every request is counted by verb and response code in
+/// `kubeflow_api_requests_total`.
 async fn counted_client(metrics: &Metrics) -> anyhow::Result<Client> {
     let config = kube::Config::infer()
         .await
         .context("failed to load a Kubernetes client configuration")?;
-    let counter = metrics.api_requests_total.clone();
-    let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        counter.with_label_values(&[verb(&req)]).inc();
-        req
-    });
     Ok(kube::client::ClientBuilder::try_from(config)
         .context("failed to create a Kubernetes client")?
-        .with_layer(&count)
+        .with_layer(&CountLayer {
+            counter: metrics.api_requests_total.clone(),
+        })
         .build())
 }
 
-/// The Kubernetes verb of a request, from its method and query.
+/// Counts each request once its response (or failure) arrives.
+#[derive(Clone)]
+struct CountLayer {
+    counter: prometheus::IntCounterVec,
+}
+
+impl<S> tower::Layer<S> for CountLayer {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            counter: self.counter.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    counter: prometheus::IntCounterVec,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for Counted<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let verb = verb(&req);
+        let counter = self.counter.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let result = response.await;
+            let code = match &result {
+                Ok(r) => r.status().as_str().to_string(),
+                Err(_) => "error".to_string(),
+            };
+            counter.with_label_values(&[verb, &code]).inc();
+            result
+        })
+    }
+}
+
+/// The Kubernetes verb of a request, from its method, path and query.
 fn verb<B>(req: &http::Request<B>) -> &'static str {
     let query = req.uri().query().unwrap_or("");
     match *req.method() {
@@ -164,12 +221,51 @@ fn verb<B>(req: &http::Request<B>) -> &'static str {
         {
             "watch"
         }
+        http::Method::GET if is_collection(req.uri().path()) => "list",
         http::Method::GET => "get",
         http::Method::POST => "create",
         http::Method::PUT => "update",
         http::Method::PATCH => "patch",
         http::Method::DELETE => "delete",
         _ => "other",
+    }
+}
+
+/// Whether a resource path names a collection (`.../pods`) rather than one
+/// object (`.../pods/name`) or a discovery document.
+fn is_collection(path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match parts.first() {
+        Some(&"api") if parts.len() > 2 => &parts[2..],
+        Some(&"apis") if parts.len() > 3 => &parts[3..],
+        _ => return false,
+    };
+    match rest {
+        ["namespaces", _, _] => true,
+        [_] => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_collection;
+
+    #[test]
+    fn collections_are_told_from_objects() {
+        assert!(is_collection("/api/v1/namespaces/kf/pods"));
+        assert!(is_collection("/apis/apps/v1/deployments"));
+        assert!(is_collection("/api/v1/namespaces"));
+        assert!(!is_collection("/api/v1/namespaces/kf"));
+        assert!(!is_collection("/api/v1/namespaces/kf/pods/p"));
+        assert!(!is_collection(
+            "/apis/apps/v1/namespaces/kf/deployments/d/status"
+        ));
+        assert!(!is_collection(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/r"
+        ));
+        assert!(!is_collection("/apis/apps/v1"));
+        assert!(!is_collection("/api"));
     }
 }
 

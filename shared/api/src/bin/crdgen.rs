@@ -1,5 +1,6 @@
-//! Writes the project's CRDs into a folder (default `crds/`), or with `--check`
-//! fails when the folder differs from what the types generate.
+//! Writes the project's CRDs into `crds/` and the chart's `crds/` folder (or
+//! one `--dir`), or with `--check` fails when a folder differs from what the
+//! types generate.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,12 +8,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut check = false;
-    let mut dir = PathBuf::from("crds");
+    let mut dirs = vec![PathBuf::from("crds"), PathBuf::from("charts/kubeflow/crds")];
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--check" => check = true,
             "--dir" => match args.next() {
-                Some(d) => dir = PathBuf::from(d),
+                Some(d) => dirs = vec![PathBuf::from(d)],
                 None => return usage(),
             },
             _ => return usage(),
@@ -27,16 +28,18 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let path = dir.join(file);
-        if check {
-            if std::fs::read_to_string(&path).ok().as_deref() != Some(yaml.as_str()) {
-                stale.push(path.display().to_string());
+        for dir in &dirs {
+            let path = dir.join(file);
+            if check {
+                if std::fs::read_to_string(&path).ok().as_deref() != Some(yaml.as_str()) {
+                    stale.push(path.display().to_string());
+                }
+            } else if let Err(e) =
+                std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, &yaml))
+            {
+                eprintln!("failed to write {}: {e}", path.display());
+                return ExitCode::FAILURE;
             }
-        } else if let Err(e) =
-            std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, yaml))
-        {
-            eprintln!("failed to write {}: {e}", path.display());
-            return ExitCode::FAILURE;
         }
     }
     if !stale.is_empty() {

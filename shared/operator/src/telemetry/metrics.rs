@@ -1,7 +1,31 @@
 //! Prometheus metrics every operator exposes. Names follow controller-runtime
 //! where it has one, so existing controller dashboards work.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use prometheus::{
+    GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+/// One component CR as the metrics label it.
+pub struct ComponentRef<'a> {
+    /// The operator reconciling it, e.g. `kubeflow-training-operator`.
+    pub controller: &'a str,
+    /// Its kind, e.g. `Training`.
+    pub kind: &'a str,
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+}
+
+impl ComponentRef<'_> {
+    fn labels(&self) -> [&str; 4] {
+        [self.controller, self.kind, self.namespace, self.name]
+    }
+}
 
 /// The metrics of one operator process.
 #[derive(Clone)]
@@ -24,10 +48,16 @@ pub struct Metrics {
     pub component_ready: IntGaugeVec,
     /// Always 1, labelled with the deployed version.
     pub component_info: IntGaugeVec,
+    /// When the component CR's Ready condition last changed (Unix seconds).
+    pub component_ready_transition: GaugeVec,
+    /// The version each component CR's info series carries, to drop the old one on a change.
+    versions: Arc<Mutex<HashMap<(String, String, String), String>>>,
     /// 1 while this process holds the leader lease (or runs without election).
     pub leader: IntGaugeVec,
-    /// API requests the process sent, by verb (get, list, watch, create, apply, update, delete).
+    /// API requests the process sent, by verb and response code (or `error`).
     pub api_requests_total: IntCounterVec,
+    /// Always 1, labelled with the operator and its build version.
+    pub build_info: IntGaugeVec,
 }
 
 fn counter(
@@ -107,14 +137,26 @@ impl Metrics {
                 &registry,
                 "kubeflow_component_ready",
                 "1 when the component CR is Ready at its current generation",
-                &["kind", "namespace", "name"],
+                &["controller", "kind", "namespace", "name"],
             )?,
             component_info: gauge(
                 &registry,
                 "kubeflow_component_info",
                 "Deployed version of a component CR",
-                &["kind", "namespace", "name", "version"],
+                &["controller", "kind", "namespace", "name", "version"],
             )?,
+            component_ready_transition: {
+                let g = GaugeVec::new(
+                    Opts::new(
+                        "kubeflow_component_ready_last_transition_timestamp_seconds",
+                        "When the component CR's Ready condition last changed",
+                    ),
+                    &["controller", "kind", "namespace", "name"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            versions: Arc::default(),
             leader: gauge(
                 &registry,
                 "kubeflow_leader",
@@ -124,11 +166,80 @@ impl Metrics {
             api_requests_total: counter(
                 &registry,
                 "kubeflow_api_requests_total",
-                "Kubernetes API requests sent, by verb",
-                &["verb"],
+                "Kubernetes API requests sent, by verb and response code",
+                &["verb", "code"],
+            )?,
+            build_info: gauge(
+                &registry,
+                "kubeflow_operator_build_info",
+                "Always 1: the operator and its version",
+                &["controller", "version"],
             )?,
             registry,
         })
+    }
+
+    /// Records a component CR's readiness, version and last Ready transition.
+    pub fn record_component(
+        &self,
+        c: &ComponentRef<'_>,
+        ready: bool,
+        version: Option<&str>,
+        conditions: &[Condition],
+    ) {
+        let labels = c.labels();
+        self.component_ready
+            .with_label_values(&labels)
+            .set(i64::from(ready));
+        if let Some(t) = crate::conditions::get(conditions, crate::conditions::READY) {
+            self.component_ready_transition
+                .with_label_values(&labels)
+                .set(t.last_transition_time.0.as_second() as f64);
+        }
+        let Some(version) = version else { return };
+        let key = (
+            c.kind.to_string(),
+            c.namespace.to_string(),
+            c.name.to_string(),
+        );
+        let old = self
+            .versions
+            .lock()
+            .ok()
+            .and_then(|mut m| m.insert(key, version.to_string()));
+        if let Some(old) = old.filter(|o| o != version) {
+            let _ = self.component_info.remove_label_values(&[
+                c.controller,
+                c.kind,
+                c.namespace,
+                c.name,
+                &old,
+            ]);
+        }
+        self.component_info
+            .with_label_values(&[c.controller, c.kind, c.namespace, c.name, version])
+            .set(1);
+    }
+
+    /// Drops every series of a component CR that is gone.
+    pub fn forget_component(&self, c: &ComponentRef<'_>) {
+        let labels = c.labels();
+        let _ = self.component_ready.remove_label_values(&labels);
+        let _ = self.component_ready_transition.remove_label_values(&labels);
+        let key = (
+            c.kind.to_string(),
+            c.namespace.to_string(),
+            c.name.to_string(),
+        );
+        if let Some(v) = self.versions.lock().ok().and_then(|mut m| m.remove(&key)) {
+            let _ = self.component_info.remove_label_values(&[
+                c.controller,
+                c.kind,
+                c.namespace,
+                c.name,
+                &v,
+            ]);
+        }
     }
 
     /// Renders the registry in the Prometheus text format.

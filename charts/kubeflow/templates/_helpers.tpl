@@ -1,0 +1,40 @@
+{{/*
+The operators the chart knows: values key -> component name. The component
+name is in the binary, image, ServiceAccount and Lease names.
+*/}}
+{{- define "kubeflow.operators" -}}
+meta: meta
+training: training
+serving: serving
+pipelines: pipelines
+istio: istio
+devicePlugins: device-plugins
+{{- end }}
+
+{{/* <release>-<component>-operator, the name of everything made for one operator. */}}
+{{- define "kubeflow.operatorName" -}}
+{{- printf "%s-%s-operator" .root.Release.Name .component | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/* Labels on every object of the chart. */}}
+{{- define "kubeflow.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: kubeflow
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* Selector labels of one operator's pods. */}}
+{{- define "kubeflow.selector" -}}
+app.kubernetes.io/name: {{ printf "kubeflow-%s-operator" .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end }}
+
+{{/* Whether a monitoring kind is rendered: "auto" follows what the cluster serves. */}}
+{{- define "kubeflow.monitoringOn" -}}
+{{- $v := .value -}}
+{{- if eq (toString $v) "auto" -}}
+{{- if .root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) }}true{{ end -}}
+{{- else if $v -}}true{{- end -}}
+{{- end }}

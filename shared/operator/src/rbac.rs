@@ -1,0 +1,341 @@
+//! Least-privilege RBAC of an operator, derived from what it manages: the
+//! kinds in its bundles (every version in the manifests folder), the roles it
+//! must be able to grant, its own kind, and what its code reads besides.
+//! The chart's ClusterRoles are generated from this (`<operator> rbac`), and
+//! the controller watches only kinds these rules let it watch.
+//!
+//! Granting a role needs either every permission the role holds or the
+//! `escalate`/`bind` verbs. Holding every permission of Istio's or KServe's
+//! roles would mean wildcards, so the operator gets `escalate` and `bind`
+//! restricted by `resourceNames` to exactly the roles its bundles name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+
+use crate::bundle::{self, BundleError};
+use crate::kinds::kind;
+
+/// Verbs the apply engine uses on a kind it manages: read, server-side apply
+/// (a patch that may create), prune and cleanup.
+pub const MANAGE: &[&str] = &["create", "delete", "get", "list", "patch", "watch"];
+/// Verbs for reading and watching only.
+pub const READ: &[&str] = &["get", "list", "watch"];
+
+/// What an operator's permissions are made of.
+#[derive(Debug, Clone, Default)]
+pub struct Permissions {
+    /// Bundle folders under the manifests folder whose versions it applies.
+    pub bundles: Vec<String>,
+    /// When set, only these kinds of the bundles are applied.
+    pub only_kinds: Option<Vec<String>>,
+    /// What the operator's code needs besides its bundles.
+    pub extra: Vec<PolicyRule>,
+}
+
+impl Permissions {
+    /// Every kind of the named bundle folders.
+    pub fn bundles(folders: &[&str]) -> Self {
+        Permissions {
+            bundles: folders.iter().map(|f| f.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds rules the code needs besides the bundles.
+    pub fn with(mut self, rules: impl IntoIterator<Item = PolicyRule>) -> Self {
+        self.extra.extend(rules);
+        self
+    }
+}
+
+/// A rule on `resources` of `group`.
+pub fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// A rule on the named objects of one resource.
+pub fn named(group: &str, resource: &str, names: &[String], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        resource_names: Some(names.to_vec()),
+        ..rule(group, &[resource], verbs)
+    }
+}
+
+/// Rules on the operator's own kind: watch it, patch it (finalizer, ApplySet
+/// annotations), write its status, and set owner references that block its
+/// deletion (the `finalizers` subresource, enforced on OpenShift).
+pub fn own_kind(group: &str, plural: &str) -> Vec<PolicyRule> {
+    vec![
+        rule(
+            group,
+            &[plural],
+            &["get", "list", "patch", "update", "watch"],
+        ),
+        rule(
+            group,
+            &[&format!("{plural}/status")],
+            &["get", "patch", "update"],
+        ),
+        rule(group, &[&format!("{plural}/finalizers")], &["update"]),
+    ]
+}
+
+/// Rules to bind the OpenShift SCC ClusterRoles `system:openshift:scc:<scc>`.
+pub fn openshift_scc(sccs: &[&str]) -> Vec<PolicyRule> {
+    let names: Vec<String> = sccs
+        .iter()
+        .map(|s| format!("system:openshift:scc:{s}"))
+        .collect();
+    vec![
+        rule(RBAC_GROUP, &["rolebindings"], MANAGE),
+        named(RBAC_GROUP, "clusterroles", &names, &["bind"]),
+    ]
+}
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The name of the ClusterRole the apply engine claims a component's cluster scope with.
+pub fn claim_role(component: &str) -> String {
+    format!("kubeflow-{component}-cluster-claim")
+}
+
+/// The cluster rules of a component operator.
+pub fn component_rules(
+    manifests_dir: &Path,
+    component: &str,
+    own: (&str, &str),
+    permissions: &Permissions,
+) -> Result<Vec<PolicyRule>, BundleError> {
+    let mut objects = Vec::new();
+    for folder in &permissions.bundles {
+        let dir = manifests_dir.join(folder);
+        for version in bundle::available_versions(&dir) {
+            objects.extend(bundle::load(manifests_dir, folder, &version)?.objects);
+        }
+    }
+    if let Some(kinds) = &permissions.only_kinds {
+        objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
+    }
+    let mut rules = bundle_rules(&objects);
+    rules.extend(own_kind(own.0, own.1));
+    // The engine claims a component's cluster scope by creating, reading,
+    // taking over and finally deleting one empty ClusterRole.
+    rules.push(named(
+        RBAC_GROUP,
+        "clusterroles",
+        &[claim_role(component)],
+        &["delete", "get", "update"],
+    ));
+    rules.push(rule(RBAC_GROUP, &["clusterroles"], &["create"]));
+    // CRDs are read to wait for Established and to check for user data before cleanup.
+    rules.push(rule(
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        READ,
+    ));
+    rules.extend(permissions.extra.iter().cloned());
+    Ok(normalize(rules))
+}
+
+/// Rules to manage exactly the given objects' kinds, list the custom
+/// resources of the CRDs among them, and grant the roles they name.
+pub fn bundle_rules(objects: &[DynamicObject]) -> Vec<PolicyRule> {
+    // Plurals of the kinds the bundles define themselves.
+    let mut plurals: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut rules = Vec::new();
+    for o in objects
+        .iter()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+    {
+        let spec = &o.data["spec"];
+        let (Some(group), Some(k), Some(plural)) = (
+            spec["group"].as_str(),
+            spec["names"]["kind"].as_str(),
+            spec["names"]["plural"].as_str(),
+        ) else {
+            continue;
+        };
+        plurals.insert((group.to_string(), k.to_string()), plural.to_string());
+        // Cleanup lists custom resources to tell whether a CRD holds user data.
+        rules.push(rule(group, &[plural], &["list"]));
+    }
+    let mut escalate: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let mut bind: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for o in objects {
+        let Some(types) = &o.types else { continue };
+        let group = types
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(g, _)| g)
+            .to_string();
+        let k = types.kind.clone();
+        let plural = plurals
+            .get(&(group.clone(), k.clone()))
+            .cloned()
+            .unwrap_or_else(|| {
+                ApiResource::from_gvk(&GroupVersionKind::gvk(&group, "v1", &k)).plural
+            });
+        rules.push(rule(&group, &[&plural], MANAGE));
+        let name = o.metadata.name.clone().unwrap_or_default();
+        match k.as_str() {
+            "ClusterRole" => {
+                escalate.entry("clusterroles").or_default().insert(name);
+            }
+            "Role" => {
+                escalate.entry("roles").or_default().insert(name);
+            }
+            "ClusterRoleBinding" | "RoleBinding" => {
+                let role_ref = &o.data["roleRef"];
+                if let Some(role) = role_ref["name"].as_str() {
+                    let resource = if role_ref["kind"].as_str() == Some("Role") {
+                        "roles"
+                    } else {
+                        "clusterroles"
+                    };
+                    bind.entry(resource).or_default().insert(role.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    for (resource, names) in escalate {
+        let names: Vec<String> = names.into_iter().collect();
+        rules.push(named(RBAC_GROUP, resource, &names, &["escalate"]));
+    }
+    for (resource, names) in bind {
+        let names: Vec<String> = names.into_iter().collect();
+        rules.push(named(RBAC_GROUP, resource, &names, &["bind"]));
+    }
+    rules
+}
+
+/// Merges rules: one rule per API group and verb set (per resource name set
+/// for named rules), resources sorted, so the output is stable and short.
+pub fn normalize(rules: Vec<PolicyRule>) -> Vec<PolicyRule> {
+    // (group, resource, names) -> verbs
+    let mut verbs: BTreeMap<(String, String, Vec<String>), BTreeSet<String>> = BTreeMap::new();
+    for r in rules {
+        let mut names = r.resource_names.clone().unwrap_or_default();
+        names.sort();
+        names.dedup();
+        for g in r.api_groups.clone().unwrap_or_default() {
+            for res in r.resources.clone().unwrap_or_default() {
+                verbs
+                    .entry((g.clone(), res, names.clone()))
+                    .or_default()
+                    .extend(r.verbs.iter().cloned());
+            }
+        }
+    }
+    // (group, verbs, names) -> resources
+    let mut merged: BTreeMap<(String, Vec<String>, Vec<String>), BTreeSet<String>> =
+        BTreeMap::new();
+    for ((g, res, names), vs) in verbs {
+        merged
+            .entry((g, vs.into_iter().collect(), names))
+            .or_default()
+            .insert(res);
+    }
+    merged
+        .into_iter()
+        .map(|((g, verbs, names), resources)| PolicyRule {
+            api_groups: Some(vec![g]),
+            resources: Some(resources.into_iter().collect()),
+            resource_names: (!names.is_empty()).then_some(names),
+            verbs,
+            non_resource_urls: None,
+        })
+        .collect()
+}
+
+/// Whether the rules allow `verb` on every object of `resource` in `group`.
+pub fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+    rules.iter().any(|r| {
+        r.resource_names.is_none()
+            && r.api_groups
+                .as_ref()
+                .is_some_and(|g| g.iter().any(|x| x == group))
+            && r.resources
+                .as_ref()
+                .is_some_and(|rs| rs.iter().any(|x| x == resource))
+            && r.verbs.iter().any(|v| v == verb)
+    })
+}
+
+/// The rules as YAML, for the chart.
+pub fn to_yaml(rules: &[PolicyRule]) -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::from(
+        "# Generated by `charts/generate` from the operator's bundles and code; do not edit.\n",
+    );
+    out.push_str(&serde_saphyr::to_string(&rules)?);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(yaml: &str) -> DynamicObject {
+        serde_saphyr::from_str(yaml).expect("object")
+    }
+
+    #[test]
+    fn bundle_kinds_roles_and_crds_become_rules() {
+        let objects = vec![
+            obj("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"),
+            obj("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: p}\n"),
+            obj(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\n",
+            ),
+            obj(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: b}\nroleRef: {kind: ClusterRole, name: r}\n",
+            ),
+            obj(
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gateways.networking.istio.io}\nspec: {group: networking.istio.io, names: {kind: Gateway, plural: gateways}}\n",
+            ),
+            obj("apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g}\n"),
+        ];
+        let rules = normalize(bundle_rules(&objects));
+        assert!(allows(&rules, "apps", "deployments", "patch"));
+        assert!(allows(&rules, "policy", "poddisruptionbudgets", "delete"));
+        assert!(allows(&rules, "networking.istio.io", "gateways", "list"));
+        assert!(!allows(&rules, "apps", "daemonsets", "get"));
+        let escalate = rules
+            .iter()
+            .find(|r| r.verbs == ["escalate"])
+            .expect("escalate rule");
+        assert_eq!(
+            escalate.resource_names.as_deref(),
+            Some(&["r".to_string()][..])
+        );
+        let bind = rules
+            .iter()
+            .find(|r| r.verbs == ["bind"])
+            .expect("bind rule");
+        assert_eq!(
+            bind.resources.as_deref(),
+            Some(&["clusterroles".to_string()][..])
+        );
+        for r in &rules {
+            for field in [r.api_groups.as_ref(), r.resources.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                assert!(!field.iter().any(|x| x == "*"), "wildcard in {r:?}");
+            }
+            assert!(!r.verbs.iter().any(|v| v == "*"), "wildcard in {r:?}");
+        }
+    }
+}
