@@ -240,11 +240,7 @@ fn is_collection(path: &str) -> bool {
         Some(&"apis") if parts.len() > 3 => &parts[3..],
         _ => return false,
     };
-    match rest {
-        ["namespaces", _, _] => true,
-        [_] => true,
-        _ => false,
-    }
+    matches!(rest, ["namespaces", _, _] | [_])
 }
 
 #[cfg(test)]

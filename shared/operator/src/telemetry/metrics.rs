@@ -9,6 +9,9 @@ use prometheus::{
     GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 
+/// Kind, namespace and name of a CR.
+type CrKey = (String, String, String);
+
 /// One component CR as the metrics label it.
 pub struct ComponentRef<'a> {
     /// The operator reconciling it, e.g. `kubeflow-training-operator`.
@@ -51,7 +54,7 @@ pub struct Metrics {
     /// When the component CR's Ready condition last changed (Unix seconds).
     pub component_ready_transition: GaugeVec,
     /// The version each component CR's info series carries, to drop the old one on a change.
-    versions: Arc<Mutex<HashMap<(String, String, String), String>>>,
+    versions: Arc<Mutex<HashMap<CrKey, String>>>,
     /// 1 while this process holds the leader lease (or runs without election).
     pub leader: IntGaugeVec,
     /// API requests the process sent, by verb and response code (or `error`).
