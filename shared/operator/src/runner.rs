@@ -243,28 +243,6 @@ fn is_collection(path: &str) -> bool {
     matches!(rest, ["namespaces", _, _] | [_])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::is_collection;
-
-    #[test]
-    fn collections_are_told_from_objects() {
-        assert!(is_collection("/api/v1/namespaces/kf/pods"));
-        assert!(is_collection("/apis/apps/v1/deployments"));
-        assert!(is_collection("/api/v1/namespaces"));
-        assert!(!is_collection("/api/v1/namespaces/kf"));
-        assert!(!is_collection("/api/v1/namespaces/kf/pods/p"));
-        assert!(!is_collection(
-            "/apis/apps/v1/namespaces/kf/deployments/d/status"
-        ));
-        assert!(!is_collection(
-            "/apis/rbac.authorization.k8s.io/v1/clusterroles/r"
-        ));
-        assert!(!is_collection("/apis/apps/v1"));
-        assert!(!is_collection("/api"));
-    }
-}
-
 async fn terminate() {
     #[cfg(unix)]
     {
@@ -284,5 +262,27 @@ async fn terminate() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_collection;
+
+    #[test]
+    fn collections_are_told_from_objects() {
+        assert!(is_collection("/api/v1/namespaces/kf/pods"));
+        assert!(is_collection("/apis/apps/v1/deployments"));
+        assert!(is_collection("/api/v1/namespaces"));
+        assert!(!is_collection("/api/v1/namespaces/kf"));
+        assert!(!is_collection("/api/v1/namespaces/kf/pods/p"));
+        assert!(!is_collection(
+            "/apis/apps/v1/namespaces/kf/deployments/d/status"
+        ));
+        assert!(!is_collection(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/r"
+        ));
+        assert!(!is_collection("/apis/apps/v1"));
+        assert!(!is_collection("/api"));
     }
 }
