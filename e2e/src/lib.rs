@@ -6,7 +6,9 @@
 //! be reached or started they fail with the reason.
 
 pub mod component;
+pub mod demo;
 pub mod operator;
+pub mod prometheus;
 pub mod wait;
 
 use std::path::{Path, PathBuf};

@@ -64,7 +64,7 @@ pub struct KubeflowComponents {
     namespaced,
     status = "KubeflowStatus",
     shortname = "kf",
-    category = "kubeflow",
+    category = "kubeflow-all",
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(

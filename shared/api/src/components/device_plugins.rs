@@ -86,7 +86,7 @@ pub struct DevicePlugin {
     namespaced,
     status = "DevicePluginsStatus",
     shortname = "kfdp",
-    category = "kubeflow",
+    category = "kubeflow-all",
     printcolumn(name = "Plugins", type_ = "integer", json_path = ".status.pluginCount"),
     printcolumn(
         name = "Ready",

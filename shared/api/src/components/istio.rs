@@ -42,7 +42,7 @@ pub struct IngressGateway {
     namespaced,
     status = "ComponentStatus",
     shortname = "kfistio",
-    category = "kubeflow",
+    category = "kubeflow-all",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
     printcolumn(
         name = "Ready",

@@ -94,7 +94,7 @@ pub enum VolumePolicy {
     namespaced,
     status = "ComponentStatus",
     shortname = "kfpipelines",
-    category = "kubeflow",
+    category = "kubeflow-all",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
     printcolumn(
         name = "Ready",

@@ -37,7 +37,7 @@ pub enum CertificateSource {
     namespaced,
     status = "ComponentStatus",
     shortname = "kfserving",
-    category = "kubeflow",
+    category = "kubeflow-all",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
     printcolumn(
         name = "Ready",

@@ -69,7 +69,7 @@ pub enum GangScheduler {
     namespaced,
     status = "ComponentStatus",
     shortname = "kftraining",
-    category = "kubeflow",
+    category = "kubeflow-all",
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
     printcolumn(
         name = "Ready",

@@ -1,0 +1,149 @@
+//! The demo (`e2e/demo`) driven from tests: the same script, with its own
+//! state folder and ports, stopped when the guard drops.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The operators the demo runs, by component name.
+pub const COMPONENTS: [&str; 6] = [
+    "meta",
+    "istio",
+    "training",
+    "serving",
+    "pipelines",
+    "device-plugins",
+];
+
+/// A demo run: `e2e/demo down` (by recorded pids) when dropped.
+pub struct Demo {
+    /// Its state folder (pids, logs, kubeconfigs).
+    pub state: PathBuf,
+    port_base: u16,
+}
+
+impl Demo {
+    /// Runs `e2e/demo up --skip-build` (the binaries are built by the test
+    /// command) and returns the guard and what the script printed.
+    pub fn up(name: &str, port_base: u16) -> (Demo, String) {
+        let state = crate::operator::target_dir()
+            .join("e2e-demo")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state);
+        let demo = Demo { state, port_base };
+        let out = demo.run(&["up", "--skip-build"]);
+        (demo, out)
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new(crate::repo_root().join("e2e/demo"))
+            .args(args)
+            .env("KUBEFLOW_DEMO_STATE", &self.state)
+            .env("KUBEFLOW_DEMO_PORT_BASE", self.port_base.to_string())
+            .env("KUBEFLOW_DEMO_TIMEOUT", "180")
+            .env("MANIFESTS_DIR", crate::manifests_dir())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/demo: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "e2e/demo {args:?} failed:\n{stdout}\n{}\nlogs: {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.state.join("logs").display()
+        );
+        stdout
+    }
+
+    /// Starts the operators that are not running (`e2e/demo start`).
+    pub fn start(&self) {
+        self.run(&["start"]);
+    }
+
+    /// Stops one operator by its recorded pid and waits until it is gone.
+    pub fn stop_operator(&self, component: &str) {
+        let pid_file = self.state.join("pids").join(component);
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+        let pid = pid.trim();
+        let _ = Command::new("kill").arg(pid).status();
+        for _ in 0..100 {
+            let alive = Command::new("kill")
+                .args(["-0", pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !alive {
+                let _ = std::fs::remove_file(&pid_file);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("kubeflow-{component}-operator (pid {pid}) did not stop");
+    }
+
+    /// The kubeconfig (ServiceAccount token) an operator runs with.
+    pub fn kubeconfig(&self, component: &str) -> PathBuf {
+        self.state.join(format!("kubeconfig-{component}"))
+    }
+
+    /// An operator's log.
+    pub fn log(&self, component: &str) -> String {
+        std::fs::read_to_string(self.state.join("logs").join(format!("{component}.log")))
+            .unwrap_or_default()
+    }
+
+    /// An operator's metrics address (`127.0.0.1:<port>`).
+    pub fn metrics_addr(&self, component: &str) -> String {
+        std::fs::read_to_string(self.state.join("ports").join(component))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    /// Log lines of any operator that show a request the chart's RBAC refused.
+    pub fn forbidden(&self) -> Vec<String> {
+        COMPONENTS
+            .iter()
+            .flat_map(|c| {
+                self.log(c)
+                    .lines()
+                    .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+                    .map(|l| format!("{c}: {l}"))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = Command::new(crate::repo_root().join("e2e/demo"))
+            .arg("down")
+            .env("KUBEFLOW_DEMO_STATE", &self.state)
+            .output();
+    }
+}
+
+/// The demo's Helm release and namespaces.
+pub const RELEASE: &str = "kubeflow";
+/// Where the chart is installed.
+pub const OPERATOR_NAMESPACE: &str = "kubeflow-system";
+/// Where the example Kubeflow CR lives.
+pub const KUBEFLOW_NAMESPACE: &str = "kubeflow";
+
+/// Runs a tool and asserts it succeeded; its stdout.
+pub fn tool_ok(tool: &str, args: &[&str]) -> String {
+    let out = crate::run_tool(tool, args);
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Uninstalls the demo's release when an earlier run left it behind.
+pub fn uninstall_leftover_release() {
+    let _ = crate::run_tool(
+        "helm",
+        &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
+    );
+}

@@ -1,0 +1,221 @@
+//! The demo's path, end to end: the chart installed into a namespace that
+//! enforces restricted Pod Security, the six operators running as the chart's
+//! ServiceAccounts, the example Kubeflow CR Ready with five components; then a
+//! component removed, the CR deleted, the chart uninstalled, and nothing of
+//! the project left but retained CRDs.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kubeflow_e2e::component::{component_api, condition, delete_and_wait, merge, prepare};
+use kubeflow_e2e::demo::{
+    COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok,
+    uninstall_leftover_release,
+};
+use kubeflow_e2e::wait::wait_for;
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const KINDS: [&str; 6] = [
+    "Kubeflow",
+    "Istio",
+    "Training",
+    "Pipelines",
+    "Serving",
+    "DevicePlugins",
+];
+const COMPONENT_NAMES: [&str; 6] = [
+    "kubeflow",
+    "istio",
+    "training",
+    "pipelines",
+    "serving",
+    "device-plugins",
+];
+
+/// Every object of every listable kind carrying `selector`, as `kind/name` lines.
+fn objects_labelled(selector: &str) -> Vec<String> {
+    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
+    let kinds: Vec<&str> = kinds
+        .lines()
+        // Events copy labels of nothing; they are not the project's objects.
+        .filter(|k| !k.starts_with("events"))
+        .collect();
+    tool_ok(
+        "kubectl",
+        &["get", &kinds.join(","), "-A", "-l", selector, "-o", "name"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[tokio::test]
+async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstalls_cleanly() {
+    let (client, _g) = prepare(&KINDS, &COMPONENT_NAMES).await;
+    uninstall_leftover_release();
+
+    let (demo, printed) = Demo::up("demo", 16500);
+    // What the user sees last: every kind, Ready.
+    for line in [
+        "kubeflow.platform.kubeflow.org/kubeflow",
+        "pipelines.components.kubeflow.org/kubeflow",
+        "serving.components.kubeflow.org/kubeflow",
+        "training.components.kubeflow.org/kubeflow",
+        "istio.components.kubeflow.org/kubeflow",
+        "deviceplugins.components.kubeflow.org/kubeflow",
+    ] {
+        assert!(printed.contains(line), "{line} missing from:\n{printed}");
+    }
+    let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
+    let kf = kfs.get("kubeflow").await.expect("the example Kubeflow CR");
+    assert_eq!(
+        condition(&kf, "Ready").map(|c| c.0),
+        Some("True".to_string())
+    );
+    assert_eq!(kf.data["status"]["readyComponents"], json!("5/5"));
+    for kind in &KINDS[1..] {
+        let cr = component_api(&client, KUBEFLOW_NAMESPACE, kind)
+            .get("kubeflow")
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(
+            condition(&cr, "Ready").map(|c| c.0),
+            Some("True".to_string()),
+            "{kind}"
+        );
+    }
+
+    // Each operator is its chart ServiceAccount, nothing more.
+    for c in COMPONENTS {
+        let kubeconfig = demo.kubeconfig(c);
+        let who = tool_ok(
+            "kubectl",
+            &[
+                "--kubeconfig",
+                &kubeconfig.display().to_string(),
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ],
+        );
+        assert_eq!(
+            who,
+            format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}-{c}-operator")
+        );
+    }
+    // The chart's pods were admitted under restricted Pod Security.
+    let ns: Namespace = Api::all(client.clone())
+        .get(OPERATOR_NAMESPACE)
+        .await
+        .expect("operator namespace");
+    assert_eq!(
+        ns.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("pod-security.kubernetes.io/enforce"))
+            .map(String::as_str),
+        Some("restricted")
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    for c in COMPONENTS {
+        let d = deployments
+            .get(&format!("{RELEASE}-{c}-operator"))
+            .await
+            .unwrap_or_else(|e| panic!("{c} Deployment: {e}"));
+        assert_eq!(
+            d.status.and_then(|s| s.available_replicas),
+            Some(1),
+            "{c}: its pod was not admitted or not Ready"
+        );
+    }
+
+    // Removing one component through the Kubeflow CR removes it alone.
+    merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"components": {"serving": {"managementState": "Removed"}}}}),
+    )
+    .await;
+    let servings = component_api(&client, KUBEFLOW_NAMESPACE, "Serving");
+    wait_for("Serving to be removed", TIMEOUT, || async {
+        servings.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
+    wait_for("the KServe controller to be deleted", TIMEOUT, || async {
+        workloads
+            .get_opt("kserve-controller-manager")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    wait_for("Kubeflow Ready with four components", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "4/4")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        workloads.get_opt("ml-pipeline").await.expect("get").is_some(),
+        "pipelines stays"
+    );
+
+    // Delete the CR, then uninstall the chart.
+    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    tool_ok(
+        "helm",
+        &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
+    );
+    let refused = demo.forbidden();
+    drop(demo);
+    assert!(
+        refused.is_empty(),
+        "the chart's RBAC refused requests:\n{}",
+        refused.join("\n")
+    );
+
+    // Nothing of the project is left: no object the operators manage, no
+    // object of the release, no claim, no istio-system.
+    assert_eq!(
+        objects_labelled("components.kubeflow.org/component"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        objects_labelled(&format!(
+            "app.kubernetes.io/instance={RELEASE},app.kubernetes.io/managed-by=Helm"
+        )),
+        Vec::<String>::new()
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    wait_for("istio-system to be deleted", TIMEOUT, || async {
+        namespaces
+            .get_opt("istio-system")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let roles = tool_ok("kubectl", &["get", "clusterroles", "-o", "name"]);
+    assert!(
+        !roles.contains("-cluster-claim"),
+        "a claim is left:\n{roles}"
+    );
+    // Only CRDs remain: the project's own (Helm never deletes CRDs) and the
+    // bundles' (kept by default, released from the project's labels).
+    let crds = tool_ok("kubectl", &["get", "crds", "-o", "name"]);
+    for crd in [
+        "kubeflows.platform.kubeflow.org",
+        "trainings.components.kubeflow.org",
+        "pytorchjobs.kubeflow.org",
+        "inferenceservices.serving.kserve.io",
+    ] {
+        assert!(crds.contains(crd), "{crd} was not retained");
+    }
+}
