@@ -98,14 +98,15 @@ impl Demo {
             .to_string()
     }
 
-    /// Log lines of any operator that show a request the chart's RBAC refused.
+    /// Log lines of any operator that show a request the chart's RBAC refused
+    /// (not other 403s, such as writes into a terminating namespace).
     pub fn forbidden(&self) -> Vec<String> {
         COMPONENTS
             .iter()
             .flat_map(|c| {
                 self.log(c)
                     .lines()
-                    .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+                    .filter(|l| l.contains("is forbidden: User"))
                     .map(|l| format!("{c}: {l}"))
                     .collect::<Vec<_>>()
             })
@@ -140,10 +141,25 @@ pub fn tool_ok(tool: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// Uninstalls the demo's release when an earlier run left it behind.
-pub fn uninstall_leftover_release() {
+/// Uninstalls the demo's release when an earlier run left it behind, and
+/// waits until an earlier run's istio-system is gone (nothing can be created
+/// in a namespace being deleted).
+pub async fn clear_leftovers(client: &kube::Client) {
     let _ = crate::run_tool(
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    crate::wait::wait_for(
+        "an earlier istio-system to be deleted",
+        std::time::Duration::from_secs(120),
+        || async {
+            match namespaces.get_opt("istio-system").await.ok()? {
+                Some(ns) if ns.metadata.deletion_timestamp.is_some() => None,
+                _ => Some(()),
+            }
+        },
+    )
+    .await;
 }

@@ -134,7 +134,6 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
         .unwrap_or(buf))
 }
 
-/// Reads one sample's value from Prometheus text (`name{labels}` prefix match).
 /// The sum of every series of `name` whose labels include each of `labels`
 /// (`key="value"` pairs), whatever other labels it has.
 pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
@@ -146,10 +145,4 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .filter(|l| labels.iter().all(|p| l.contains(p)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-pub fn metric_value(text: &str, series_prefix: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(series_prefix))
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
 }

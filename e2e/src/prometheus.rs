@@ -34,7 +34,10 @@ impl Prometheus {
             "prometheus and promtool are needed (apt-get install prometheus; .ci/run does)"
         );
         for (_, addr) in targets {
-            assert!(addr.starts_with("127.0.0.1:"), "only loopback targets: {addr}");
+            assert!(
+                addr.starts_with("127.0.0.1:"),
+                "only loopback targets: {addr}"
+            );
         }
         let dir = crate::operator::target_dir()
             .join("e2e-prometheus")
@@ -53,8 +56,14 @@ impl Prometheus {
         let log = std::fs::File::create(dir.join("prometheus.log")).expect("prometheus log");
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address={addr}"))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().expect("log")))
@@ -83,17 +92,23 @@ impl Prometheus {
 
     /// Waits until every target is up.
     pub async fn wait_targets_up(&self, count: usize) {
-        crate::wait::wait_for("Prometheus to scrape every target", Duration::from_secs(60), || async {
-            let up = self.query("up == 1").await.ok()?;
-            (up.len() == count).then_some(())
-        })
+        crate::wait::wait_for(
+            "Prometheus to scrape every target",
+            Duration::from_secs(60),
+            || async {
+                let up = self.query("up == 1").await.ok()?;
+                (up.len() == count).then_some(())
+            },
+        )
         .await;
     }
 }
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
         for _ in 0..50 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;

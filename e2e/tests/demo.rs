@@ -11,8 +11,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kubeflow_e2e::component::{component_api, condition, delete_and_wait, merge, prepare};
 use kubeflow_e2e::demo::{
-    COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok,
-    uninstall_leftover_release,
+    COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
 };
 use kubeflow_e2e::wait::wait_for;
 use serde_json::json;
@@ -55,7 +54,7 @@ fn objects_labelled(selector: &str) -> Vec<String> {
 #[tokio::test]
 async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstalls_cleanly() {
     let (client, _g) = prepare(&KINDS, &COMPONENT_NAMES).await;
-    uninstall_leftover_release();
+    clear_leftovers(&client).await;
 
     let (demo, printed) = Demo::up("demo", 16500);
     // What the user sees last: every kind, Ready.
@@ -142,7 +141,12 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     .await;
     let servings = component_api(&client, KUBEFLOW_NAMESPACE, "Serving");
     wait_for("Serving to be removed", TIMEOUT, || async {
-        servings.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+        servings
+            .get_opt("kubeflow")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
@@ -162,7 +166,11 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     })
     .await;
     assert!(
-        workloads.get_opt("ml-pipeline").await.expect("get").is_some(),
+        workloads
+            .get_opt("ml-pipeline")
+            .await
+            .expect("get")
+            .is_some(),
         "pipelines stays"
     );
 

@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
-use kubeflow_e2e::operator::{OperatorProcess, metric_value};
+use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
@@ -18,7 +18,7 @@ const OPERATOR: &str = "kubeflow-training-operator";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn writes(metrics: &str) -> f64 {
-    metric_value(metrics, "kubeflow_apply_writes_total{").unwrap_or(0.0)
+    metric_sum(metrics, "kubeflow_apply_writes_total", &[])
 }
 
 /// Deletes an object and measures how long until a new one (another uid) exists.
@@ -215,8 +215,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         Duration::from_secs(20),
         || async {
             let m = op.metrics().await;
-            (metric_value(&m, "controller_runtime_reconcile_total{").unwrap_or(0.0) >= 1.0)
-                .then_some(())
+            (metric_sum(&m, "controller_runtime_reconcile_total", &[]) >= 1.0).then_some(())
         },
     )
     .await;
@@ -298,8 +297,7 @@ async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
     apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
     let trainings = component_api(&client, &ns.name, "Training");
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
-    let reconciles =
-        |text: String| metric_value(&text, "controller_runtime_reconcile_total{").unwrap_or(0.0);
+    let reconciles = |text: String| metric_sum(&text, "controller_runtime_reconcile_total", &[]);
     let (ma, mb) = (reconciles(a.metrics().await), reconciles(b.metrics().await));
     assert!(
         (ma > 0.0) != (mb > 0.0),

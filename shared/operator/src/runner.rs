@@ -56,6 +56,16 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         .with_label_values(&[name, env!("CARGO_PKG_VERSION")])
         .set(1);
     metrics.leader.with_label_values(&[name]).set(0);
+    // Series that exist from the start, at 0, so rates and ratios over them
+    // are defined before the first reconcile or the first error.
+    for result in ["success", "error"] {
+        metrics.reconcile_total.with_label_values(&[name, result]);
+    }
+    for reason in ["ApiError", "ApplyError"] {
+        metrics
+            .reconcile_errors_total
+            .with_label_values(&[name, reason]);
+    }
     let mut leadership = None;
     if args.leader_elect {
         probe.set_standby();
