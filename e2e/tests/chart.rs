@@ -1,0 +1,323 @@
+//! The Helm chart and the images, checked without a cluster: lint, rendering,
+//! RBAC without wildcards and in step with the operators, the values schema,
+//! monitoring objects, and the images' pinned bundle list.
+
+use kube::api::DynamicObject;
+use kubeflow_e2e::demo::COMPONENTS;
+use kubeflow_e2e::{parse_yaml, repo_root, run_tool};
+
+fn chart() -> String {
+    repo_root().join("charts/kubeflow").display().to_string()
+}
+
+fn template(extra: &[&str]) -> Result<Vec<DynamicObject>, String> {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        "kf",
+        &chart,
+        "-n",
+        "kubeflow-system",
+        "--kube-version",
+        "1.36.3",
+    ];
+    args.extend_from_slice(extra);
+    let out = run_tool("helm", &args);
+    if out.status.success() {
+        Ok(parse_yaml(&String::from_utf8_lossy(&out.stdout)))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).to_string())
+    }
+}
+
+fn kinds(objects: &[DynamicObject], kind: &str) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == kind))
+        .filter_map(|o| o.metadata.name.clone())
+        .collect()
+}
+
+#[test]
+fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
+    let chart = chart();
+    for extra in [
+        &[][..],
+        &[
+            "--set",
+            "monitoring.serviceMonitor.enabled=true",
+            "--set",
+            "monitoring.prometheusRule.enabled=true",
+        ][..],
+    ] {
+        let mut args = vec!["lint", "--strict", &chart, "--kube-version", "1.36.3"];
+        args.extend_from_slice(extra);
+        let out = run_tool("helm", &args);
+        assert!(
+            out.status.success(),
+            "helm lint: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let all = template(&[]).expect("renders");
+    for kind in [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Lease",
+        "Deployment",
+        "Service",
+    ] {
+        assert_eq!(kinds(&all, kind).len(), COMPONENTS.len(), "{kind}");
+    }
+    // An operator turned off leaves no trace in the output.
+    let without = template(&["--set", "operators.istio.enabled=false"]).expect("renders");
+    assert_eq!(kinds(&without, "Deployment").len(), COMPONENTS.len() - 1);
+    assert!(
+        without
+            .iter()
+            .all(|o| !o.metadata.name.as_deref().unwrap_or("").contains("istio")),
+        "istio objects rendered while turned off"
+    );
+    // The chart refuses clusters older than the API types.
+    let old = run_tool(
+        "helm",
+        &["template", "kf", &chart, "--kube-version", "1.32.0"],
+    );
+    assert!(!old.status.success());
+    assert!(String::from_utf8_lossy(&old.stderr).contains("kubeVersion"));
+}
+
+#[test]
+fn chart_roles_name_every_verb_resource_and_group() {
+    let all = template(&["--set", "monitoring.serviceMonitor.enabled=true"]).expect("renders");
+    let mut rules = 0;
+    for role in all.iter().filter(|o| {
+        o.types
+            .as_ref()
+            .is_some_and(|t| t.kind == "ClusterRole" || t.kind == "Role")
+    }) {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        for rule in role.data["rules"].as_array().expect("rules") {
+            rules += 1;
+            assert!(rule.get("nonResourceURLs").is_none(), "{name}: {rule}");
+            for field in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                for v in rule[field].as_array().into_iter().flatten() {
+                    let v = v.as_str().unwrap_or("");
+                    assert!(
+                        !v.contains('*'),
+                        "{name} grants a wildcard in {field}: {rule}"
+                    );
+                }
+            }
+            assert!(
+                rule["verbs"].as_array().is_some_and(|v| !v.is_empty()),
+                "{name}: {rule}"
+            );
+        }
+    }
+    assert!(rules > 50, "only {rules} rules rendered");
+    // Escalation is bounded: `escalate` and `bind` only on named roles.
+    for role in kinds(&all, "ClusterRole") {
+        let obj = all
+            .iter()
+            .find(|o| o.metadata.name.as_deref() == Some(&role))
+            .expect("role");
+        for rule in obj.data["rules"].as_array().into_iter().flatten() {
+            let verbs = rule["verbs"].as_array().cloned().unwrap_or_default();
+            if verbs.iter().any(|v| v == "escalate" || v == "bind") {
+                assert!(rule["resourceNames"].is_array(), "{role}: unbounded {rule}");
+            }
+        }
+    }
+}
+
+#[test]
+fn chart_rbac_is_what_each_operator_says_it_needs() {
+    let manifests = kubeflow_e2e::manifests_dir();
+    for c in COMPONENTS {
+        let bin = kubeflow_e2e::operator::binary(&format!("kubeflow-{c}-operator"));
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("rbac");
+        if c != "meta" {
+            cmd.arg("--manifests-dir").arg(&manifests);
+        }
+        let out = cmd.output().expect("run the operator");
+        assert!(
+            out.status.success(),
+            "{c} rbac: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = repo_root().join(format!("charts/kubeflow/files/rbac/{c}.yaml"));
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap_or_default(),
+            String::from_utf8_lossy(&out.stdout),
+            "{} is stale: run charts/generate",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_refused_with_the_field_named() {
+    for (set, says) in [
+        (
+            "operators.trainng.enabled=false",
+            "additional properties 'trainng' not allowed",
+        ),
+        ("metrics.port=80", "/metrics/port"),
+        (
+            "monitoring.serviceMonitor.enabled=maybe",
+            "/monitoring/serviceMonitor/enabled",
+        ),
+        ("replicas=2,leaderElection=false", "/replicas"),
+        (
+            "operators.serving.replicas=0",
+            "/operators/serving/replicas",
+        ),
+        ("logFormat=xml", "/logFormat"),
+        ("resources.limits.memory=lots", "/resources/limits/memory"),
+    ] {
+        let err = template(&["--set", set]).expect_err(set);
+        assert!(err.contains(says), "{set}: {err}");
+    }
+}
+
+#[test]
+fn monitoring_objects_follow_what_the_cluster_serves() {
+    let plain = template(&[]).expect("renders");
+    assert!(kinds(&plain, "ServiceMonitor").is_empty());
+    assert!(kinds(&plain, "PrometheusRule").is_empty());
+    let served = [
+        "--api-versions",
+        "monitoring.coreos.com/v1/ServiceMonitor",
+        "--api-versions",
+        "monitoring.coreos.com/v1/PrometheusRule",
+    ];
+    let auto = template(&served).expect("renders");
+    assert_eq!(kinds(&auto, "ServiceMonitor").len(), 1);
+    assert_eq!(kinds(&auto, "PrometheusRule").len(), 1);
+    let mut off = served.to_vec();
+    off.extend(["--set", "monitoring.serviceMonitor.enabled=false"]);
+    assert!(kinds(&template(&off).expect("renders"), "ServiceMonitor").is_empty());
+    // Dashboards: one ConfigMap each, with the Grafana sidecar's label.
+    let dashboards: Vec<&DynamicObject> = plain
+        .iter()
+        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ConfigMap"))
+        .collect();
+    assert_eq!(dashboards.len(), 2);
+    for d in dashboards {
+        assert_eq!(
+            d.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("grafana_dashboard"))
+                .map(String::as_str),
+            Some("1")
+        );
+        for json in d.data["data"].as_object().expect("data").values() {
+            let parsed: serde_json::Value =
+                serde_json::from_str(json.as_str().unwrap_or("")).expect("dashboard JSON");
+            assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
+        }
+    }
+}
+
+#[test]
+fn operator_pods_meet_restricted_pod_security() {
+    for d in template(&[])
+        .expect("renders")
+        .iter()
+        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+    {
+        let pod = &d.data["spec"]["template"]["spec"];
+        let name = d.metadata.name.clone().unwrap_or_default();
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+            "{name}"
+        );
+        let c = &pod["containers"][0];
+        assert_eq!(
+            c["securityContext"]["allowPrivilegeEscalation"], false,
+            "{name}"
+        );
+        assert_eq!(
+            c["securityContext"]["readOnlyRootFilesystem"], true,
+            "{name}"
+        );
+        assert_eq!(
+            c["securityContext"]["capabilities"]["drop"],
+            serde_json::json!(["ALL"]),
+            "{name}"
+        );
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{name}");
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{name}");
+        assert!(c["resources"]["limits"]["memory"].is_string(), "{name}");
+        assert!(c["resources"]["requests"]["cpu"].is_string(), "{name}");
+    }
+}
+
+#[test]
+fn the_images_bundle_list_pins_exactly_the_bundles_the_tests_use() {
+    let lock =
+        std::fs::read_to_string(repo_root().join("images/bundles.lock")).expect("bundles.lock");
+    let manifests = kubeflow_e2e::manifests_dir();
+    let mut listed = Vec::new();
+    for line in lock
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert_eq!(fields.len(), 4, "path, sha256, how, source: {line}");
+        let (path, sum, how, source) = (fields[0], fields[1], fields[2], fields[3]);
+        assert!(matches!(how, "kustomize" | "url"), "{line}");
+        // Pinned to a tag, never a branch.
+        assert!(
+            source.contains("?ref=v") || source.contains("/v0.") || source.contains("/v1."),
+            "unpinned source: {line}"
+        );
+        let file = manifests.join(path);
+        let out = std::process::Command::new("sha256sum")
+            .arg(&file)
+            .output()
+            .expect("sha256sum");
+        let actual = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            actual.split_whitespace().next(),
+            Some(sum),
+            "{path}: checksum differs from {}",
+            file.display()
+        );
+        listed.push(path.to_string());
+    }
+    let mut present = Vec::new();
+    let mut dirs = vec![manifests.clone()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir)
+            .expect("manifests")
+            .filter_map(Result::ok)
+        {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                present.push(
+                    p.strip_prefix(&manifests)
+                        .expect("prefix")
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    listed.sort();
+    present.sort();
+    assert_eq!(
+        listed, present,
+        "bundles.lock lists exactly the bundle files"
+    );
+}
