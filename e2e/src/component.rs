@@ -145,15 +145,42 @@ pub fn component_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
 }
 
+/// Every kind of the project, for tests that sweep them all.
+pub const ALL_KINDS: [&str; 6] = [
+    "Kubeflow",
+    "Istio",
+    "Training",
+    "Pipelines",
+    "Serving",
+    "DevicePlugins",
+];
+/// Every component label value, for tests that sweep them all.
+pub const ALL_COMPONENTS: [&str; 6] = [
+    "kubeflow",
+    "istio",
+    "training",
+    "pipelines",
+    "serving",
+    "device-plugins",
+];
+
+/// Waits until the named object no longer exists.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(&format!("{name} to be deleted"), timeout, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
 /// Deletes a CR and waits until it is gone (its finalizer done).
 pub async fn delete_and_wait(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
     api.delete(name, &kube::api::DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("cannot delete {name}: {e}"));
-    wait_for(&format!("{name} to be deleted"), timeout, || async {
-        api.get_opt(name).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(api, name, timeout).await;
 }
 
 /// The start every operator test shares: a client, the serial lock, the

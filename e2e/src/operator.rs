@@ -99,19 +99,22 @@ impl OperatorProcess {
     }
 
     fn terminate(&mut self) {
-        // SIGTERM by pid first, for a graceful shutdown; then make sure.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        for _ in 0..50 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
     }
+}
+
+/// Stops a child process by its own pid: SIGTERM for a graceful shutdown,
+/// then SIGKILL after 5 s.
+pub fn stop_child(child: &mut Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    for _ in 0..100 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 impl Drop for OperatorProcess {

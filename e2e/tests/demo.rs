@@ -9,7 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use kubeflow_e2e::component::{component_api, condition, delete_and_wait, merge, prepare};
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, merge, prepare, wait_gone,
+};
 use kubeflow_e2e::demo::{
     COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
 };
@@ -17,23 +19,6 @@ use kubeflow_e2e::wait::wait_for;
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
-const KINDS: [&str; 6] = [
-    "Kubeflow",
-    "Istio",
-    "Training",
-    "Pipelines",
-    "Serving",
-    "DevicePlugins",
-];
-const COMPONENT_NAMES: [&str; 6] = [
-    "kubeflow",
-    "istio",
-    "training",
-    "pipelines",
-    "serving",
-    "device-plugins",
-];
-
 /// Every object of every listable kind carrying `selector`, as `kind/name` lines.
 fn objects_labelled(selector: &str) -> Vec<String> {
     let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
@@ -53,7 +38,7 @@ fn objects_labelled(selector: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstalls_cleanly() {
-    let (client, _g) = prepare(&KINDS, &COMPONENT_NAMES).await;
+    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     clear_leftovers(&client).await;
 
     let (demo, printed) = Demo::up("demo", 16500);
@@ -75,7 +60,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         Some("True".to_string())
     );
     assert_eq!(kf.data["status"]["readyComponents"], json!("5/5"));
-    for kind in &KINDS[1..] {
+    for kind in &ALL_KINDS[1..] {
         let cr = component_api(&client, KUBEFLOW_NAMESPACE, kind)
             .get("kubeflow")
             .await
@@ -150,15 +135,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     })
     .await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
-    wait_for("the KServe controller to be deleted", TIMEOUT, || async {
-        workloads
-            .get_opt("kserve-controller-manager")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
     wait_for("Kubeflow Ready with four components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
         (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "4/4")
@@ -207,15 +184,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         Vec::<String>::new()
     );
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    wait_for("istio-system to be deleted", TIMEOUT, || async {
-        namespaces
-            .get_opt("istio-system")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&namespaces, "istio-system", TIMEOUT).await;
     let roles = tool_ok("kubectl", &["get", "clusterroles", "-o", "name"]);
     assert!(
         !roles.contains("-cluster-claim"),

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, wait_condition, wait_gone,
+};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -19,10 +21,7 @@ fn kubeflow(version: &str, components: &str) -> String {
 }
 
 async fn gone(api: &Api<DynamicObject>, name: &str) {
-    wait_for(&format!("{name} to be deleted"), TIMEOUT, || async {
-        api.get_opt(name).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(api, name, TIMEOUT).await;
 }
 
 fn status_str<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
@@ -31,25 +30,7 @@ fn status_str<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
 
 #[tokio::test]
 async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
-    let (client, _g) = kubeflow_e2e::component::prepare(
-        &[
-            "Kubeflow",
-            "Istio",
-            "Training",
-            "Pipelines",
-            "Serving",
-            "DevicePlugins",
-        ],
-        &[
-            "kubeflow",
-            "istio",
-            "training",
-            "pipelines",
-            "serving",
-            "device-plugins",
-        ],
-    )
-    .await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let ns = TestNamespace::new(&client, "meta").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
@@ -150,25 +131,7 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
 
 #[tokio::test]
 async fn an_unknown_release_is_refused_and_creates_nothing() {
-    let (client, _g) = kubeflow_e2e::component::prepare(
-        &[
-            "Kubeflow",
-            "Istio",
-            "Training",
-            "Pipelines",
-            "Serving",
-            "DevicePlugins",
-        ],
-        &[
-            "kubeflow",
-            "istio",
-            "training",
-            "pipelines",
-            "serving",
-            "device-plugins",
-        ],
-    )
-    .await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let ns = TestNamespace::new(&client, "meta-unknown").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     apply_yaml(
@@ -199,25 +162,7 @@ async fn an_unknown_release_is_refused_and_creates_nothing() {
 
 #[tokio::test]
 async fn upgrades_move_every_child_and_downgrades_are_refused() {
-    let (client, _g) = kubeflow_e2e::component::prepare(
-        &[
-            "Kubeflow",
-            "Istio",
-            "Training",
-            "Pipelines",
-            "Serving",
-            "DevicePlugins",
-        ],
-        &[
-            "kubeflow",
-            "istio",
-            "training",
-            "pipelines",
-            "serving",
-            "device-plugins",
-        ],
-    )
-    .await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let ns = TestNamespace::new(&client, "meta-upgrade").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
@@ -278,25 +223,7 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
 
 #[tokio::test]
 async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster_objects() {
-    let (client, _g) = kubeflow_e2e::component::prepare(
-        &[
-            "Kubeflow",
-            "Istio",
-            "Training",
-            "Pipelines",
-            "Serving",
-            "DevicePlugins",
-        ],
-        &[
-            "kubeflow",
-            "istio",
-            "training",
-            "pipelines",
-            "serving",
-            "device-plugins",
-        ],
-    )
-    .await;
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let a = TestNamespace::new(&client, "meta-a").await;
     let b = TestNamespace::new(&client, "meta-b").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);

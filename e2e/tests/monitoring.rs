@@ -10,7 +10,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kubeflow_e2e::component::{component_api, condition, delete_and_wait, prepare};
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, prepare, wait_gone,
+};
 use kubeflow_e2e::demo::{
     COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
 };
@@ -107,25 +109,7 @@ async fn set_unschedulable(nodes: &Api<Node>, value: bool) {
 
 #[tokio::test]
 async fn rules_and_dashboards_work_against_a_real_prometheus() {
-    let (client, _g) = prepare(
-        &[
-            "Kubeflow",
-            "Istio",
-            "Training",
-            "Pipelines",
-            "Serving",
-            "DevicePlugins",
-        ],
-        &[
-            "kubeflow",
-            "istio",
-            "training",
-            "pipelines",
-            "serving",
-            "device-plugins",
-        ],
-    )
-    .await;
+    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
 
     // The rules as the chart renders them: valid, and each alert unit-tested.
     let rules = rendered_rules();
@@ -181,15 +165,7 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
         .delete("training-operator", &DeleteParams::foreground())
         .await
         .expect("delete the training Deployment");
-    wait_for("the training Deployment to go", TIMEOUT, || async {
-        deployments
-            .get_opt("training-operator")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&deployments, "training-operator", TIMEOUT).await;
     demo.start();
     wait_for("the Training readiness gauge at 0", TIMEOUT, || async {
         let r = prom

@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
-use kubeflow_e2e::component::{component_api, condition, delete_and_wait, sweep};
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, sweep,
+};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wait_for};
 use serde::de::DeserializeOwned;
@@ -27,22 +29,8 @@ const OPERATORS: [&str; 6] = [
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 6] = [
-    "Kubeflow",
-    "Istio",
-    "Training",
-    "Pipelines",
-    "Serving",
-    "DevicePlugins",
-];
-const COMPONENTS: [&str; 6] = [
-    "kubeflow",
-    "istio",
-    "training",
-    "pipelines",
-    "serving",
-    "device-plugins",
-];
+const KINDS: [&str; 6] = ALL_KINDS;
+const COMPONENTS: [&str; 6] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements.
