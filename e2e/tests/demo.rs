@@ -125,15 +125,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     )
     .await;
     let servings = component_api(&client, KUBEFLOW_NAMESPACE, "Serving");
-    wait_for("Serving to be removed", TIMEOUT, || async {
-        servings
-            .get_opt("kubeflow")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
     wait_for("Kubeflow Ready with four components", TIMEOUT, || async {

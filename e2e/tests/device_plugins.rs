@@ -5,7 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -162,15 +162,7 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
     })
     .await;
     assert_eq!(nodes_of(&cr, "nvidia"), vec!["kwok-nvidia-0"]);
-    wait_for("the intel plugin to be pruned", TIMEOUT, || async {
-        daemonsets
-            .get_opt("intel-device-plugin")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&daemonsets, "intel-device-plugin", TIMEOUT).await;
 
     // Deletion removes the DaemonSets.
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;

@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, wait_condition};
+use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -105,15 +105,7 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
         .delete("kubeflow", &DeleteParams::default())
         .await
         .expect("delete");
-    wait_for("the CR to go", TIMEOUT, || async {
-        istios
-            .get_opt("kubeflow")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&istios, "kubeflow", TIMEOUT).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     wait_for("istio-system to go", TIMEOUT, || async {
         let n = namespaces.get_opt("istio-system").await.ok()?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_api::{Pipelines, Training};
+use kubeflow_e2e::component::wait_gone;
 use kubeflow_e2e::{
     TestNamespace, apply_yaml, client, install_crds, manifests_dir, serial, wait_for,
 };
@@ -392,15 +393,7 @@ async fn a_version_change_prunes_what_the_new_bundle_lacks() {
             .expect("get")
             .is_some()
     );
-    wait_for("minio to go", Duration::from_secs(10), || async {
-        deployments
-            .get_opt("minio")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&deployments, "minio", Duration::from_secs(10)).await;
 
     cleanup_all::<Pipelines>(&engine, &client, &ns.name).await;
     ns.delete().await;

@@ -9,7 +9,7 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
@@ -58,15 +58,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
             .expect("get")
             .is_some()
     );
-    wait_for("minio to be pruned", TIMEOUT, || async {
-        deployments
-            .get_opt("minio")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&deployments, "minio", TIMEOUT).await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
     let minio_pvc = pvcs
         .get("minio-pvc")
@@ -105,15 +97,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     // With the Secret, the bundled database goes and the pods read the user's credentials.
     apply_yaml(&client, &ns.name, "apiVersion: v1\nkind: Secret\nmetadata: {name: kfp-db}\nstringData: {username: kfp, password: secret}\n").await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
-    wait_for("the bundled mysql to go", TIMEOUT, || async {
-        deployments
-            .get_opt("mysql")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&deployments, "mysql", TIMEOUT).await;
     let server = deployments.get("ml-pipeline").await.expect("API server");
     let user = env_of(&server, "DBCONFIG_USER")
         .and_then(|e| e.value_from)

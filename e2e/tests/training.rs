@@ -9,7 +9,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
@@ -227,15 +227,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         .delete("kubeflow", &DeleteParams::default())
         .await
         .expect("delete CR");
-    wait_for("the CR to go", Duration::from_secs(30), || async {
-        trainings
-            .get_opt("kubeflow")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&trainings, "kubeflow", Duration::from_secs(30)).await;
     assert!(
         roles
             .get_opt("training-operator")
