@@ -90,6 +90,34 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
             who,
             format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}-{c}-operator")
         );
+        // `escalate` and `bind` reach only the bundles' roles: no way to
+        // cluster-admin, and nothing outside what it manages.
+        for (verb, what) in [
+            ("escalate", "clusterroles/cluster-admin"),
+            ("bind", "clusterroles/cluster-admin"),
+            ("create", "pods"),
+            ("delete", "nodes"),
+            ("get", "leases/kube-controller-manager"),
+        ] {
+            let out = kubeflow_e2e::run_tool(
+                "kubectl",
+                &[
+                    "--kubeconfig",
+                    &kubeconfig.display().to_string(),
+                    "auth",
+                    "can-i",
+                    verb,
+                    what,
+                    "-n",
+                    "kube-system",
+                ],
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                "no",
+                "{c} may {verb} {what}"
+            );
+        }
     }
     // The chart's pods were admitted under restricted Pod Security.
     let ns: Namespace = Api::all(client.clone())

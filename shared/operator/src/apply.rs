@@ -59,6 +59,17 @@ pub enum ApplyError {
 }
 
 impl ApplyError {
+    /// Whether the API server's authorizer refused the request: the
+    /// operator's RBAC lacks a permission, which a person must grant. (Not
+    /// every 403: writes into a terminating namespace are refused too.)
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(
+            self,
+            ApplyError::Api { source: kube::Error::Api(e), .. }
+                if e.code == 403 && e.message.contains(" cannot ")
+        )
+    }
+
     /// Whether the error is the input's fault (a person must act) rather than a passing failure.
     pub fn is_refusal(&self) -> bool {
         matches!(

@@ -237,6 +237,7 @@ pub enum ReconcileError {
 impl ReconcileError {
     fn metric_reason(&self) -> &'static str {
         match self {
+            ReconcileError::Apply(e) if e.is_permission_denied() => "PermissionDenied",
             ReconcileError::Apply(_) => "ApplyError",
             ReconcileError::Api(..) => "ApiError",
             ReconcileError::CleanupPending(_) => "CleanupPending",
@@ -542,6 +543,23 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
                 reason::INVALID_SPEC
             };
             return refuse(cr, ctx, old, status, Refusal::new(r, e.to_string())).await;
+        }
+        Err(e) if e.is_permission_denied() => {
+            // Not passing: Degraded until someone grants the permission; the
+            // retries continue so a fixed role takes effect by itself.
+            let message = format!("the operator's RBAC does not allow this: {e}");
+            for (type_, value) in [(DEGRADED, true), (READY, false)] {
+                conditions::set(
+                    &mut status.conditions,
+                    type_,
+                    value,
+                    reason::PERMISSION_DENIED,
+                    &message,
+                    generation,
+                );
+            }
+            write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
+            return Err(e.into());
         }
         Err(e) => {
             conditions::set(

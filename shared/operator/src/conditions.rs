@@ -37,6 +37,8 @@ pub mod reason {
     pub const PREREQUISITE_MISSING: &str = "PrerequisiteMissing";
     /// A transient API failure; the operator retries.
     pub const API_ERROR: &str = "ApiError";
+    /// The operator's RBAC does not allow a request it must make.
+    pub const PERMISSION_DENIED: &str = "PermissionDenied";
     /// The component is being removed.
     pub const DELETING: &str = "Deleting";
     /// Waiting for another component.
