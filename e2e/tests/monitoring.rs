@@ -245,6 +245,21 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     prom.query(&alert_expr("KubeflowOperatorNotReconciling"))
         .await
         .expect("evaluates");
+    // One absence alert per operator, all quiet while every operator is scraped.
+    let absent: Vec<String> = rules["groups"][1]["rules"]
+        .as_array()
+        .expect("absence rules")
+        .iter()
+        .filter_map(|r| r["expr"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(absent.len(), COMPONENTS.len());
+    for expr in absent {
+        let r = prom.query(&expr).await.expect("evaluates");
+        assert!(
+            r.is_empty(),
+            "{expr} is true while the operator is scraped: {r:?}"
+        );
+    }
 
     // Leave nothing behind.
     let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
