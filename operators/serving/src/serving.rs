@@ -203,3 +203,29 @@ impl Component for ServingComponent {
         Ok(Rendered { objects, version })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeflow_operator::component::{every_version, permission_gaps};
+
+    #[test]
+    fn its_role_covers_what_it_renders_for_every_version_and_platform() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let specs = {
+            let mut s = every_version(&dir, "serving");
+            // The other certificate source and deployment mode render other objects.
+            for v in every_version(&dir, "serving") {
+                let mut spec = v.clone();
+                spec["certificates"] = "cert-manager".into();
+                spec["deploymentMode"] = "Serverless".into();
+                s.push(spec);
+            }
+            s
+        };
+        assert!(!specs.is_empty(), "no bundles in {}", dir.display());
+        let gaps = permission_gaps(&ServingComponent, &dir, &specs);
+        assert!(gaps.is_empty(), "{gaps:#?}");
+    }
+}

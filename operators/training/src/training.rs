@@ -135,3 +135,19 @@ impl Component for TrainingComponent {
         Ok(Rendered { objects, version })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeflow_operator::component::{every_version, permission_gaps};
+
+    #[test]
+    fn its_role_covers_what_it_renders_for_every_version_and_platform() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let specs = every_version(&dir, "training");
+        assert!(!specs.is_empty(), "no bundles in {}", dir.display());
+        let gaps = permission_gaps(&TrainingComponent, &dir, &specs);
+        assert!(gaps.is_empty(), "{gaps:#?}");
+    }
+}

@@ -346,6 +346,62 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     Ok(())
 }
 
+/// What rendering the component for each of `specs` (the CR's `spec`), on
+/// plain Kubernetes and on OpenShift, would need beyond the operator's own
+/// RBAC: empty when its chart role is enough. For the operators' tests.
+pub fn permission_gaps<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    specs: &[Value],
+) -> Vec<String> {
+    let rules = match rules_of(component, manifests_dir) {
+        Ok(r) => r,
+        Err(e) => return vec![e.to_string()],
+    };
+    let bundles = BundleCache::default();
+    let mut out = Vec::new();
+    for spec in specs {
+        let cr = serde_json::json!({
+            "apiVersion": C::Resource::api_version(&()),
+            "kind": C::Resource::kind(&()),
+            "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+            "spec": spec,
+        });
+        let cr: C::Resource = match serde_json::from_value(cr) {
+            Ok(c) => c,
+            Err(e) => {
+                out.push(format!("{spec}: {e}"));
+                continue;
+            }
+        };
+        for platform in [Platform::Kubernetes, Platform::OpenShift] {
+            let ctx = RenderContext {
+                manifests_dir,
+                bundles: &bundles,
+                namespace: "kubeflow",
+                platform,
+            };
+            match component.render(&cr, &ctx, &C::Inputs::default()) {
+                Ok(r) => out.extend(
+                    rbac::missing(&rules, &r.objects)
+                        .into_iter()
+                        .map(|m| format!("{spec} on {platform:?}: {m}")),
+                ),
+                Err(e) => out.push(format!("{spec} on {platform:?}: {}", e.message)),
+            }
+        }
+    }
+    out
+}
+
+/// `{"version": v}` for every version of a bundle folder.
+pub fn every_version(manifests_dir: &std::path::Path, folder: &str) -> Vec<Value> {
+    crate::bundle::available_versions(&manifests_dir.join(folder))
+        .into_iter()
+        .map(|v| serde_json::json!({ "version": v }))
+        .collect()
+}
+
 /// The component's watched kinds its RBAC allows watching: a watch the
 /// chart's role does not grant would fail forever.
 fn watchable<C: Component>(

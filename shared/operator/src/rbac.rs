@@ -146,65 +146,87 @@ pub fn component_rules(
     Ok(normalize(rules))
 }
 
+/// Plurals of the kinds the objects' CRDs define, by (group, kind).
+type Plurals = BTreeMap<(String, String), String>;
+
+fn crd_plurals(objects: &[DynamicObject]) -> Plurals {
+    objects
+        .iter()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+        .filter_map(|o| {
+            let spec = &o.data["spec"];
+            Some((
+                (
+                    spec["group"].as_str()?.to_string(),
+                    spec["names"]["kind"].as_str()?.to_string(),
+                ),
+                spec["names"]["plural"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// An object's API group and resource (plural).
+fn resource_of(o: &DynamicObject, plurals: &Plurals) -> Option<(String, String)> {
+    let types = o.types.as_ref()?;
+    let group = types
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(g, _)| g)
+        .to_string();
+    let plural = plurals
+        .get(&(group.clone(), types.kind.clone()))
+        .cloned()
+        .unwrap_or_else(|| {
+            ApiResource::from_gvk(&GroupVersionKind::gvk(&group, "v1", &types.kind)).plural
+        });
+    Some((group, plural))
+}
+
+/// The role an object needs `escalate` (creating a role) or `bind` (binding
+/// one) on: (verb, resource, role name).
+fn grants(o: &DynamicObject) -> Option<(&'static str, &'static str, String)> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    match kind(o) {
+        "ClusterRole" => Some(("escalate", "clusterroles", name)),
+        "Role" => Some(("escalate", "roles", name)),
+        "ClusterRoleBinding" | "RoleBinding" => {
+            let role_ref = &o.data["roleRef"];
+            let resource = if role_ref["kind"].as_str() == Some("Role") {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            Some(("bind", resource, role_ref["name"].as_str()?.to_string()))
+        }
+        _ => None,
+    }
+}
+
 /// Rules to manage exactly the given objects' kinds, list the custom
 /// resources of the CRDs among them, and grant the roles they name.
 pub fn bundle_rules(objects: &[DynamicObject]) -> Vec<PolicyRule> {
-    // Plurals of the kinds the bundles define themselves.
-    let mut plurals: BTreeMap<(String, String), String> = BTreeMap::new();
+    let plurals = crd_plurals(objects);
     let mut rules = Vec::new();
-    for o in objects
-        .iter()
-        .filter(|o| kind(o) == "CustomResourceDefinition")
-    {
-        let spec = &o.data["spec"];
-        let (Some(group), Some(k), Some(plural)) = (
-            spec["group"].as_str(),
-            spec["names"]["kind"].as_str(),
-            spec["names"]["plural"].as_str(),
-        ) else {
-            continue;
-        };
-        plurals.insert((group.to_string(), k.to_string()), plural.to_string());
+    for ((group, _), plural) in &plurals {
         // Cleanup lists custom resources to tell whether a CRD holds user data.
         rules.push(rule(group, &[plural], &["list"]));
     }
     let mut escalate: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     let mut bind: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for o in objects {
-        let Some(types) = &o.types else { continue };
-        let group = types
-            .api_version
-            .rsplit_once('/')
-            .map_or("", |(g, _)| g)
-            .to_string();
-        let k = types.kind.clone();
-        let plural = plurals
-            .get(&(group.clone(), k.clone()))
-            .cloned()
-            .unwrap_or_else(|| {
-                ApiResource::from_gvk(&GroupVersionKind::gvk(&group, "v1", &k)).plural
-            });
+        let Some((group, plural)) = resource_of(o, &plurals) else {
+            continue;
+        };
         rules.push(rule(&group, &[&plural], MANAGE));
-        let name = o.metadata.name.clone().unwrap_or_default();
-        match k.as_str() {
-            "ClusterRole" => {
-                escalate.entry("clusterroles").or_default().insert(name);
+        match grants(o) {
+            Some(("escalate", resource, name)) => {
+                escalate.entry(resource).or_default().insert(name);
             }
-            "Role" => {
-                escalate.entry("roles").or_default().insert(name);
+            Some((_, resource, name)) => {
+                bind.entry(resource).or_default().insert(name);
             }
-            "ClusterRoleBinding" | "RoleBinding" => {
-                let role_ref = &o.data["roleRef"];
-                if let Some(role) = role_ref["name"].as_str() {
-                    let resource = if role_ref["kind"].as_str() == Some("Role") {
-                        "roles"
-                    } else {
-                        "clusterroles"
-                    };
-                    bind.entry(resource).or_default().insert(role.to_string());
-                }
-            }
-            _ => {}
+            None => {}
         }
     }
     for (resource, names) in escalate {
@@ -255,6 +277,50 @@ pub fn normalize(rules: Vec<PolicyRule>) -> Vec<PolicyRule> {
             non_resource_urls: None,
         })
         .collect()
+}
+
+/// What applying `objects` needs that `rules` do not grant, one line each.
+pub fn missing(rules: &[PolicyRule], objects: &[DynamicObject]) -> Vec<String> {
+    let plurals = crd_plurals(objects);
+    let mut out = BTreeSet::new();
+    for o in objects {
+        let Some((group, plural)) = resource_of(o, &plurals) else {
+            continue;
+        };
+        for verb in MANAGE {
+            if !allows(rules, &group, &plural, verb) {
+                out.insert(format!("{verb} {plural}.{group}"));
+            }
+        }
+        if let Some((verb, resource, name)) = grants(o)
+            && !allows_named(rules, RBAC_GROUP, resource, verb, &name)
+        {
+            out.insert(format!("{verb} {resource}/{name}"));
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Whether the rules allow `verb` on the named object.
+pub fn allows_named(
+    rules: &[PolicyRule],
+    group: &str,
+    resource: &str,
+    verb: &str,
+    name: &str,
+) -> bool {
+    rules.iter().any(|r| {
+        r.resource_names
+            .as_ref()
+            .is_none_or(|ns| ns.iter().any(|n| n == name))
+            && r.api_groups
+                .as_ref()
+                .is_some_and(|g| g.iter().any(|x| x == group))
+            && r.resources
+                .as_ref()
+                .is_some_and(|rs| rs.iter().any(|x| x == resource))
+            && r.verbs.iter().any(|v| v == verb)
+    })
 }
 
 /// Whether the rules allow `verb` on every object of `resource` in `group`.
@@ -325,6 +391,22 @@ mod tests {
         assert_eq!(
             grant.resources.as_deref(),
             Some(&["clusterroles".to_string()][..])
+        );
+        assert_eq!(missing(&rules, &objects), Vec::<String>::new());
+        let more = vec![
+            obj("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: ds}\n"),
+            obj(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: b}\nroleRef: {kind: ClusterRole, name: cluster-admin}\n",
+            ),
+        ];
+        let gaps = missing(&rules, &more);
+        assert!(
+            gaps.contains(&"create daemonsets.apps".to_string()),
+            "{gaps:?}"
+        );
+        assert!(
+            gaps.contains(&"bind clusterroles/cluster-admin".to_string()),
+            "{gaps:?}"
         );
         for r in &rules {
             for field in [r.api_groups.as_ref(), r.resources.as_ref()]
