@@ -106,6 +106,10 @@ impl OperatorProcess {
 /// Stops a child process by its own pid: SIGTERM for a graceful shutdown,
 /// then SIGKILL after 5 s.
 pub fn stop_child(child: &mut Child) {
+    // Already reaped: its pid may belong to another process by now.
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     for _ in 0..100 {
         if matches!(child.try_wait(), Ok(Some(_))) {

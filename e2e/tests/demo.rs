@@ -173,12 +173,14 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
 
     // Delete the CR, then uninstall the chart.
     delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    let refused = demo.forbidden();
+    drop(demo);
+    // The operators stop first, as the chart's Deployments would: after the
+    // uninstall their roles are gone.
     tool_ok(
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    let refused = demo.forbidden();
-    drop(demo);
     assert!(
         refused.is_empty(),
         "the chart's RBAC refused requests:\n{}",

@@ -264,12 +264,14 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     // Leave nothing behind.
     let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
     delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    let refused = demo.forbidden();
+    assert!(refused.is_empty(), "RBAC refused: {refused:?}");
+    drop(demo);
+    // The operators stop first, as the chart's Deployments would: after the
+    // uninstall their roles are gone.
     tool_ok(
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    let refused = demo.forbidden();
-    assert!(refused.is_empty(), "RBAC refused: {refused:?}");
-    drop(demo);
     clear_leftovers(&client).await;
 }

@@ -408,20 +408,19 @@ fn watchable<C: Component>(
     component: &C,
     manifests_dir: &std::path::Path,
 ) -> Vec<GroupVersionKind> {
-    let all = component.watched_kinds();
-    match rules_of(component, manifests_dir) {
-        Ok(rules) => all
-            .into_iter()
-            .filter(|gvk| {
-                let plural = ApiResource::from_gvk(gvk).plural;
-                rbac::allows(&rules, &gvk.group, &plural, "watch")
-            })
-            .collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the bundles; watching every default kind");
-            all
-        }
-    }
+    let permissions = component.permissions();
+    // The bundles' kinds get every verb of the engine (watch included); the
+    // rest is what the component's extra rules grant.
+    let kinds = rbac::bundle_kinds(manifests_dir, &permissions);
+    component
+        .watched_kinds()
+        .into_iter()
+        .filter(|gvk| {
+            let plural = ApiResource::from_gvk(gvk).plural;
+            kinds.contains(&gvk.kind)
+                || rbac::allows(&permissions.extra, &gvk.group, &plural, "watch")
+        })
+        .collect()
 }
 
 /// Maps a managed object back to its component CR, from its owner labels.

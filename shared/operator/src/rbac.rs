@@ -146,6 +146,35 @@ pub fn component_rules(
     Ok(normalize(rules))
 }
 
+/// The kinds the permissions' bundles hold (every version), read from the
+/// files' top-level `kind:` lines: what an operator needs at start to choose
+/// its watches, without parsing megabytes of YAML it would then keep.
+pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet<String> {
+    let mut kinds = BTreeSet::new();
+    for folder in &permissions.bundles {
+        let dir = manifests_dir.join(folder);
+        for version in bundle::available_versions(&dir) {
+            let Ok(entries) = std::fs::read_dir(dir.join(&version)) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                    continue;
+                };
+                kinds.extend(
+                    text.lines()
+                        .filter_map(|l| l.strip_prefix("kind: "))
+                        .map(|k| k.trim().trim_matches('"').to_string()),
+                );
+            }
+        }
+    }
+    if let Some(only) = &permissions.only_kinds {
+        kinds.retain(|k| only.contains(k));
+    }
+    kinds
+}
+
 /// Plurals of the kinds the objects' CRDs define, by (group, kind).
 type Plurals = BTreeMap<(String, String), String>;
 
@@ -355,6 +384,29 @@ mod tests {
 
     fn obj(yaml: &str) -> DynamicObject {
         serde_saphyr::from_str(yaml).expect("object")
+    }
+
+    #[test]
+    fn bundle_kinds_are_read_from_top_level_kind_lines() {
+        let root = std::env::temp_dir().join(format!("rbac-kinds-{}", std::process::id()));
+        let dir = root.join("demo/v1");
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(
+            dir.join("a.yaml"),
+            "apiVersion: apps/v1\nkind: Deployment\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nroleRef: {kind: ClusterRole}\nsubjects:\n- kind: ServiceAccount\n",
+        )
+        .expect("write");
+        let all = bundle_kinds(&root, &Permissions::bundles(&["demo"]));
+        assert_eq!(
+            all.into_iter().collect::<Vec<_>>(),
+            ["Deployment", "RoleBinding"]
+        );
+        let only = Permissions {
+            only_kinds: Some(vec!["Deployment".into()]),
+            ..Permissions::bundles(&["demo"])
+        };
+        assert_eq!(bundle_kinds(&root, &only).len(), 1);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
