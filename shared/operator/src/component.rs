@@ -394,6 +394,24 @@ pub fn permission_gaps<C: Component>(
     out
 }
 
+/// For the operators' unit tests: panics, listing the gaps, when rendering
+/// any of the specs `specs` makes (from the bundles folder beside the
+/// repository, or `MANIFESTS_DIR`) needs more than the operator's own RBAC.
+pub fn assert_permitted<C: Component>(
+    component: &C,
+    specs: impl FnOnce(&std::path::Path) -> Vec<Value>,
+) {
+    let dir = std::env::var_os("MANIFESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests")
+        });
+    let specs = specs(&dir);
+    assert!(!specs.is_empty(), "no bundles in {}", dir.display());
+    let gaps = permission_gaps(component, &dir, &specs);
+    assert!(gaps.is_empty(), "the operator's role lacks: {gaps:#?}");
+}
+
 /// `{"version": v}` for every version of a bundle folder.
 pub fn every_version(manifests_dir: &std::path::Path, folder: &str) -> Vec<Value> {
     crate::bundle::available_versions(&manifests_dir.join(folder))
