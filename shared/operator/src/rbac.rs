@@ -342,28 +342,26 @@ pub fn allows_named(
         r.resource_names
             .as_ref()
             .is_none_or(|ns| ns.iter().any(|n| n == name))
-            && r.api_groups
-                .as_ref()
-                .is_some_and(|g| g.iter().any(|x| x == group))
-            && r.resources
-                .as_ref()
-                .is_some_and(|rs| rs.iter().any(|x| x == resource))
-            && r.verbs.iter().any(|v| v == verb)
+            && grants_verb(r, group, resource, verb)
     })
 }
 
 /// Whether the rules allow `verb` on every object of `resource` in `group`.
 pub fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
-    rules.iter().any(|r| {
-        r.resource_names.is_none()
-            && r.api_groups
-                .as_ref()
-                .is_some_and(|g| g.iter().any(|x| x == group))
-            && r.resources
-                .as_ref()
-                .is_some_and(|rs| rs.iter().any(|x| x == resource))
-            && r.verbs.iter().any(|v| v == verb)
-    })
+    rules
+        .iter()
+        .any(|r| r.resource_names.is_none() && grants_verb(r, group, resource, verb))
+}
+
+/// Whether one rule names the group, resource and verb (whatever its names).
+fn grants_verb(r: &PolicyRule, group: &str, resource: &str, verb: &str) -> bool {
+    r.api_groups
+        .as_ref()
+        .is_some_and(|g| g.iter().any(|x| x == group))
+        && r.resources
+            .as_ref()
+            .is_some_and(|rs| rs.iter().any(|x| x == resource))
+        && r.verbs.iter().any(|v| v == verb)
 }
 
 /// The rules as YAML, for the chart.
