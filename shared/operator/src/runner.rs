@@ -71,10 +71,14 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         probe.set_standby();
         let identity =
             std::env::var("POD_NAME").unwrap_or_else(|_| format!("{name}-{}", std::process::id()));
+        // One field manager per replica: the Lease is taken by server-side
+        // apply, and two replicas applying as the same manager never conflict,
+        // so both would believe they lead.
+        let field_manager: String = format!("{name}-{identity}").chars().take(128).collect();
         let manager = LeaseManagerBuilder::new(client.clone(), name)
             .with_namespace(&args.lease_namespace)
             .with_identity(identity)
-            .with_field_manager(name)
+            .with_field_manager(field_manager)
             .build()
             .await
             .context("failed to set up leader election")?;
