@@ -146,19 +146,21 @@ pub fn component_resource(kind: &str) -> ApiResource {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 6] = [
+pub const ALL_KINDS: [&str; 7] = [
     "Kubeflow",
     "Istio",
     "Training",
+    "Trainer",
     "Pipelines",
     "Serving",
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 6] = [
+pub const ALL_COMPONENTS: [&str; 7] = [
     "kubeflow",
     "istio",
     "training",
+    "trainer",
     "pipelines",
     "serving",
     "device-plugins",

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 6] = [
+pub const COMPONENTS: [&str; 7] = [
     "meta",
     "istio",
     "training",
+    "trainer",
     "serving",
     "pipelines",
     "device-plugins",

@@ -9,6 +9,7 @@ pub mod component;
 pub mod demo;
 pub mod operator;
 pub mod prometheus;
+pub mod rotator;
 pub mod wait;
 
 use std::path::{Path, PathBuf};

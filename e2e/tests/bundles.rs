@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 fn bundle_dirs() -> Vec<(String, String)> {
     let root = manifests_dir();
     let mut out = Vec::new();
-    for component in ["training", "pipelines", "serving", "istio"] {
+    for component in ["training", "trainer", "pipelines", "serving", "istio"] {
         for v in bundle::available_versions(&root.join(component)) {
             out.push((component.to_string(), v));
         }
@@ -26,9 +26,10 @@ fn bundle_dirs() -> Vec<(String, String)> {
             out.push((format!("device-plugins/{plugin}"), v));
         }
     }
-    // Training has one version; the other five bundles two each. Fewer means
-    // the data is missing, and every test over it would pass on nothing.
-    assert_eq!(out.len(), 11, "{out:?}");
+    // Training and Trainer have one version each, pipelines, serving and
+    // istio three, the device plugins two each. Fewer means the data is
+    // missing, and every test over it would pass on nothing.
+    assert_eq!(out.len(), 15, "{out:?}");
     out
 }
 

@@ -275,9 +275,14 @@ fn the_images_bundle_list_pins_exactly_the_bundles_the_tests_use() {
         assert_eq!(fields.len(), 4, "path, sha256, how, source: {line}");
         let (path, sum, how, source) = (fields[0], fields[1], fields[2], fields[3]);
         assert!(matches!(how, "kustomize" | "url"), "{line}");
-        // Pinned to a tag, never a branch.
+        // Pinned to a tag (vX.Y.Z, or a date release such as 26.03), never a branch.
+        let tag_ref = source.split_once("?ref=").is_some_and(|(_, r)| {
+            r.starts_with('v')
+                || r.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        });
         assert!(
-            source.contains("?ref=v") || source.contains("/v0.") || source.contains("/v1."),
+            tag_ref || source.contains("/v0.") || source.contains("/v1."),
             "unpinned source: {line}"
         );
         let file = manifests.join(path);

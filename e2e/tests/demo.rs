@@ -1,6 +1,6 @@
 //! The demo's path, end to end: the chart installed into a namespace that
-//! enforces restricted Pod Security, the six operators running as the chart's
-//! ServiceAccounts, the example Kubeflow CR Ready with five components; then a
+//! enforces restricted Pod Security, the seven operators running as the chart's
+//! ServiceAccounts, the example Kubeflow CR Ready with six components; then a
 //! component removed, the CR deleted, the chart uninstalled, and nothing of
 //! the project left but retained CRDs.
 
@@ -48,6 +48,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "pipelines.components.kubeflow.org/kubeflow",
         "serving.components.kubeflow.org/kubeflow",
         "training.components.kubeflow.org/kubeflow",
+        "trainer.components.kubeflow.org/kubeflow",
         "istio.components.kubeflow.org/kubeflow",
         "deviceplugins.components.kubeflow.org/kubeflow",
     ] {
@@ -59,7 +60,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("5/5"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("6/6"));
     for kind in &ALL_KINDS[1..] {
         let cr = component_api(&client, KUBEFLOW_NAMESPACE, kind)
             .get("kubeflow")
@@ -156,9 +157,9 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
-    wait_for("Kubeflow Ready with four components", TIMEOUT, || async {
+    wait_for("Kubeflow Ready with five components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "4/4")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "5/5")
             .then_some(())
     })
     .await;
@@ -219,6 +220,8 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "kubeflows.platform.kubeflow.org",
         "trainings.components.kubeflow.org",
         "pytorchjobs.kubeflow.org",
+        "trainers.components.kubeflow.org",
+        "trainjobs.trainer.kubeflow.org",
         "inferenceservices.serving.kserve.io",
     ] {
         assert!(crds.contains(crd), "{crd} was not retained");

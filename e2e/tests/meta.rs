@@ -145,7 +145,7 @@ async fn an_unknown_release_is_refused_and_creates_nothing() {
     let (_, reason, message, _) = condition(&kf, "Degraded").expect("Degraded");
     assert_eq!(reason, "UnknownVersion");
     assert!(
-        message.contains("1.9.0") && message.contains("1.10.2, 1.11.0"),
+        message.contains("1.9.0") && message.contains("1.10.2, 1.11.0, 26.03"),
         "{message}"
     );
     assert!(
@@ -194,9 +194,19 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     })
     .await;
 
-    // Istio has no operator here, so the upgrade stays in progress and says so.
-    // Without Istio, the whole CR reaches Ready at 1.11.0, and then a
-    // downgrade is refused.
+    // Istio has no operator here, so the upgrade stays in progress and says
+    // so, naming the risk of moving Istio two minor versions in place.
+    let kf = wait_for("the upgrade risk to be stated", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        (condition(&kf, "UpgradeRisk")?.0 == "True").then_some(kf)
+    })
+    .await;
+    let (_, reason, message, _) = condition(&kf, "UpgradeRisk").expect("UpgradeRisk");
+    assert_eq!(reason, "IstioMinorVersionSkip");
+    assert!(message.contains("1.26.1 -> 1.28.0"), "{message}");
+    assert_eq!(status_str(&kf, "/status/phase"), Some("Upgrading"));
+    // Without Istio, the whole CR reaches Ready at 1.11.0 (the risk is over),
+    // and then a downgrade is refused.
     kubeflow_e2e::component::merge(
         &kfs,
         "kubeflow",
@@ -205,6 +215,10 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     .await;
     let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(status_str(&kf, "/status/version"), Some("1.11.0"));
+    assert!(
+        condition(&kf, "UpgradeRisk").is_none(),
+        "no risk once upgraded"
+    );
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "1.10.2"}})).await;
     let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
     assert_eq!(
@@ -215,6 +229,64 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
         status_str(&kf, "/status/version"),
         Some("1.11.0"),
         "still the installed release"
+    );
+
+    kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn the_upgrade_to_26_03_keeps_a_trainer_made_at_1_11_0_and_its_jobs() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    let ns = TestNamespace::new(&client, "meta-2603").await;
+    let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
+    let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let _trainer = OperatorProcess::start("kubeflow-trainer-operator", &[]);
+    let comps = "    training: {managementState: Managed}\n    trainer: {managementState: Managed, spec: {runtimes: [torch-distributed]}}\n";
+    apply_yaml(&client, &ns.name, &kubeflow("1.11.0", comps)).await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let trainers = component_api(&client, &ns.name, "Trainer");
+    let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(status_str(&kf, "/status/readyComponents"), Some("2/2"));
+    let trainer = trainers.get("kubeflow").await.expect("trainer child");
+    assert_eq!(
+        trainer.data.pointer("/spec/version"),
+        Some(&json!("v2.1.0"))
+    );
+    let uid = trainer.uid();
+    apply_yaml(&client, &ns.name, "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: user-job}\nspec:\n  runtimeRef: {name: torch-distributed}\n").await;
+
+    kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "26.03"}})).await;
+    let kf = wait_for("Kubeflow Ready at 26.03", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        let (s, _, _, g) = condition(&kf, "Ready")?;
+        (s == "True"
+            && g == kf.metadata.generation
+            && status_str(&kf, "/status/version") == Some("26.03"))
+        .then_some(kf)
+    })
+    .await;
+    assert!(
+        condition(&kf, "UpgradeRisk").is_none(),
+        "1.11.0 -> 26.03 moves Istio one minor"
+    );
+    let trainer = wait_condition(&trainers, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(trainer.uid(), uid, "the same Trainer CR, upgraded in place");
+    assert_eq!(
+        trainer.data.pointer("/spec/runtimes"),
+        Some(&json!(["torch-distributed"]))
+    );
+    let trainjobs: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("trainer.kubeflow.org", "v1alpha1", "TrainJob"),
+            "trainjobs",
+        ),
+    );
+    assert!(
+        trainjobs.get_opt("user-job").await.expect("get").is_some(),
+        "the TrainJob survives"
     );
 
     kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;

@@ -5,16 +5,19 @@
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kubeflow_api::kubeflow::{ComponentEntry, ManagementState};
-use kubeflow_api::{DevicePlugins, Istio, Kubeflow, Pipelines, Platform, Serving, Training};
+use kubeflow_api::{
+    DevicePlugins, Istio, Kubeflow, Pipelines, Platform, Serving, Trainer, Training,
+};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::release::Release;
 
 /// Components in creation order; removal runs in reverse.
-pub const ORDER: [&str; 5] = [
+pub const ORDER: [&str; 6] = [
     "istio",
     "training",
+    "trainer",
     "device-plugins",
     "pipelines",
     "serving",
@@ -33,6 +36,7 @@ pub fn resource(component: &str) -> ApiResource {
     match component {
         "istio" => ApiResource::erase::<Istio>(&()),
         "training" => ApiResource::erase::<Training>(&()),
+        "trainer" => ApiResource::erase::<Trainer>(&()),
         "device-plugins" => ApiResource::erase::<DevicePlugins>(&()),
         "pipelines" => ApiResource::erase::<Pipelines>(&()),
         _ => ApiResource::erase::<Serving>(&()),
@@ -73,6 +77,7 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
             let (managed, mut spec) = match component {
                 "istio" => stated(c.istio.as_ref()),
                 "training" => stated(c.training.as_ref()),
+                "trainer" => stated(c.trainer.as_ref()),
                 "device-plugins" => stated(c.device_plugins.as_ref()),
                 "pipelines" => stated(c.pipelines.as_ref()),
                 _ => stated(c.serving.as_ref()),
@@ -101,6 +106,17 @@ pub fn object(kf: &Kubeflow, child: &Child) -> DynamicObject {
         DynamicObject::new(&kf.name_any(), &ar).within(&kf.namespace().unwrap_or_default());
     obj.data = json!({ "spec": child.spec });
     obj
+}
+
+/// Managed components the release does not include and whose entry pins no
+/// version (Trainer before 1.11.0): refused, since nothing says what to install.
+pub fn outside_release(children: &[Child], release: &Release) -> Vec<&'static str> {
+    children
+        .iter()
+        .filter(|c| c.managed && expected_version(c).is_none())
+        .filter(|c| c.component != "device-plugins" && release.component(c.component).is_none())
+        .map(|c| c.component)
+        .collect()
 }
 
 /// The version a child is expected to report.
@@ -150,9 +166,30 @@ mod tests {
             !get("istio").managed,
             "a component not listed is not installed"
         );
+        assert_eq!(expected_version(get("trainer")), Some("v2.1.0"));
+        assert!(outside_release(&children, r).is_empty());
         let obj = object(&k, training);
         assert_eq!(obj.metadata.name.as_deref(), Some("kf"));
         assert_eq!(obj.metadata.namespace.as_deref(), Some("ns"));
         assert_eq!(obj.types.map(|t| t.kind), Some("Training".to_string()));
+    }
+
+    #[test]
+    fn trainer_before_1_11_needs_a_pinned_version() {
+        let text = |pin: &str| {
+            format!(
+                r#"{{"apiVersion":"platform.kubeflow.org/v1alpha1","kind":"Kubeflow","metadata":{{"name":"kf","namespace":"ns"}},
+                "spec":{{"version":"1.10.2","components":{{"trainer":{{"managementState":"Managed"{pin}}}}}}}}}"#
+            )
+        };
+        let r = release::find("1.10.2").expect("release");
+        let unpinned = desired(&kf(&text("")), r, Platform::Kubernetes);
+        assert_eq!(outside_release(&unpinned, r), vec!["trainer"]);
+        let pinned = desired(
+            &kf(&text(r#","spec":{"version":"v2.1.0"}"#)),
+            r,
+            Platform::Kubernetes,
+        );
+        assert!(outside_release(&pinned, r).is_empty());
     }
 }

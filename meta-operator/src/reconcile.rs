@@ -13,7 +13,9 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_api::kubeflow::{ComponentSummary, Phase, UpgradeStatus};
-use kubeflow_api::{DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Training};
+use kubeflow_api::{
+    DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer, Training,
+};
 use kubeflow_operator::apply::{ApplyError, ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
 use kubeflow_operator::inventory::Inventory;
@@ -29,6 +31,9 @@ use crate::summary;
 
 /// The operator's name and field manager.
 pub const NAME: &str = "kubeflow-meta-operator";
+/// Condition present only while an upgrade carries a risk the operators
+/// cannot remove (see [`release::upgrade_risk`]).
+pub const UPGRADE_RISK: &str = "UpgradeRisk";
 /// Finalizer on `Kubeflow` CRs: children go first, in reverse order.
 pub const FINALIZER: &str = "platform.kubeflow.org/cleanup";
 
@@ -65,6 +70,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let controller = Controller::new(Api::<Kubeflow>::all(c.clone()), cfg())
         .owns(Api::<Istio>::all(c.clone()), cfg())
         .owns(Api::<Training>::all(c.clone()), cfg())
+        .owns(Api::<Trainer>::all(c.clone()), cfg())
         .owns(Api::<DevicePlugins>::all(c.clone()), cfg())
         .owns(Api::<Pipelines>::all(c.clone()), cfg())
         .owns(Api::<Serving>::all(c.clone()), cfg());
@@ -174,6 +180,15 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         .map_err(|e| Error::Api("detect the platform", e))?;
     status.platform = Some(resolved);
     let wanted = children::desired(kf, release, resolved);
+    let outside = children::outside_release(&wanted, release);
+    if !outside.is_empty() {
+        let message = format!(
+            "{} is not part of Kubeflow {}; pin its version in spec.components.<name>.spec.version, or use a release that includes it",
+            outside.join(", "),
+            release.kubeflow
+        );
+        return refuse(kf, ctx, status, reason::INVALID_SPEC, &message).await;
+    }
     let live = live_children(ctx, kf).await?;
 
     // Which children to render: managed ones whose dependencies are ready (or
@@ -285,6 +300,22 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             from,
             to: kf.spec.version.clone(),
         });
+    }
+    let risk = status
+        .upgrade
+        .as_ref()
+        .and_then(|u| Some((release::find(&u.from)?, release::find(&u.to)?)))
+        .and_then(|(from, to)| release::upgrade_risk(from, to));
+    match risk {
+        Some(message) => conditions::set(
+            &mut status.conditions,
+            UPGRADE_RISK,
+            true,
+            reason::ISTIO_MINOR_SKIP,
+            &message,
+            generation,
+        ),
+        None => status.conditions.retain(|c| c.type_ != UPGRADE_RISK),
     }
     conditions::set(
         &mut status.conditions,
@@ -458,7 +489,13 @@ async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let waves: [&[&str]; 2] = [
-        &["serving", "pipelines", "training", "device-plugins"],
+        &[
+            "serving",
+            "pipelines",
+            "training",
+            "trainer",
+            "device-plugins",
+        ],
         &["istio"],
     ];
     let ns = kf.namespace().unwrap_or_default();

@@ -6,8 +6,10 @@
 pub struct Release {
     /// The Kubeflow release.
     pub kubeflow: &'static str,
-    /// training-operator version.
+    /// training-operator (Trainer v1) version.
     pub training: &'static str,
+    /// Kubeflow Trainer (v2) version; releases before 1.11.0 have none.
+    pub trainer: Option<&'static str>,
     /// Kubeflow Pipelines version.
     pub pipelines: &'static str,
     /// KServe version.
@@ -22,6 +24,7 @@ pub const RELEASES: &[Release] = &[
     Release {
         kubeflow: "1.10.2",
         training: "v1.9.2",
+        trainer: None,
         pipelines: "2.5.0",
         serving: "v0.15.0",
         istio: "1.26.1",
@@ -29,17 +32,30 @@ pub const RELEASES: &[Release] = &[
     Release {
         kubeflow: "1.11.0",
         training: "v1.9.2",
+        trainer: Some("v2.1.0"),
         pipelines: "2.15.0",
         serving: "v0.15.2",
         istio: "1.28.0",
     },
+    // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
+    Release {
+        kubeflow: "26.03",
+        training: "v1.9.2",
+        trainer: Some("v2.1.0"),
+        pipelines: "2.16.0",
+        serving: "v0.16.0",
+        istio: "1.29.0",
+    },
 ];
 
 impl Release {
-    /// The version of a component ("training", "pipelines", "serving", "istio").
+    /// The version of a component ("training", "trainer", "pipelines",
+    /// "serving", "istio"); None for a component the release does not
+    /// include or whose versions are chosen per CR (device plugins).
     pub fn component(&self, name: &str) -> Option<&'static str> {
         match name {
             "training" => Some(self.training),
+            "trainer" => self.trainer,
             "pipelines" => Some(self.pipelines),
             "serving" => Some(self.serving),
             "istio" => Some(self.istio),
@@ -48,8 +64,31 @@ impl Release {
     }
 }
 
+/// The minor version of "1.28.0" (28).
+fn minor(version: &str) -> Option<u32> {
+    version
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// What an upgrade between two releases risks that the operators cannot
+/// make safe yet: Istio's control plane moved more than one minor version in
+/// place, which Istio does not support (one minor at a time, or a
+/// revision-based canary upgrade).
+pub fn upgrade_risk(from: &Release, to: &Release) -> Option<String> {
+    let (a, b) = (minor(from.istio)?, minor(to.istio)?);
+    (b > a + 1).then(|| {
+        format!(
+            "Kubeflow {} -> {} moves Istio {} -> {} in place, {} minor versions at once; Istio supports one minor at a time (or a revision-based canary upgrade). Sidecars of running workloads keep the {} proxy until their pods restart; check the mesh before relying on it",
+            from.kubeflow, to.kubeflow, from.istio, to.istio, b - a, from.istio
+        )
+    })
+}
+
 /// Looks a release up.
-#[cfg(test)]
 pub fn find(version: &str) -> Option<&'static Release> {
     RELEASES.iter().find(|r| r.kubeflow == version)
 }
@@ -141,9 +180,39 @@ mod tests {
         );
         let r = find("1.11.0").expect("1.11.0");
         assert_eq!(
-            (r.training, r.pipelines, r.serving, r.istio),
-            ("v1.9.2", "2.15.0", "v0.15.2", "1.28.0")
+            (r.training, r.trainer, r.pipelines, r.serving, r.istio),
+            ("v1.9.2", Some("v2.1.0"), "2.15.0", "v0.15.2", "1.28.0")
         );
+        let r = find("26.03").expect("26.03");
+        assert_eq!(
+            (r.training, r.trainer, r.pipelines, r.serving, r.istio),
+            ("v1.9.2", Some("v2.1.0"), "2.16.0", "v0.16.0", "1.29.0")
+        );
+        assert_eq!(find("1.10.2").and_then(|r| r.component("trainer")), None);
+    }
+
+    #[test]
+    fn every_version_of_the_table_has_a_bundle() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests");
+        for r in RELEASES {
+            for c in ["training", "trainer", "pipelines", "serving", "istio"] {
+                if let Some(v) = r.component(c) {
+                    assert!(dir.join(c).join(v).is_dir(), "{} {c} {v}", r.kubeflow);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_istio_two_minor_jump_is_a_risk() {
+        let [a, b, c] =
+            [find("1.10.2"), find("1.11.0"), find("26.03")].map(|r| r.expect("release"));
+        let risk = upgrade_risk(a, b).expect("1.26 -> 1.28 skips 1.27");
+        assert!(
+            risk.contains("1.26.1 -> 1.28.0") && risk.contains("2 minor"),
+            "{risk}"
+        );
+        assert_eq!(upgrade_risk(b, c), None, "1.28 -> 1.29 is one minor");
     }
 
     #[test]
@@ -151,8 +220,13 @@ mod tests {
         assert!(check_change(None, "1.10.2", false).is_ok());
         assert!(check_change(Some("1.10.2"), "1.11.0", false).is_ok());
         assert!(check_change(Some("1.11.0"), "1.11.0", false).is_ok());
+        assert!(check_change(Some("1.11.0"), "26.03", false).is_ok());
+        assert!(matches!(
+            check_change(Some("1.10.2"), "26.03", false),
+            Err(ChangeRefused::Skip { .. })
+        ));
         let err = check_change(None, "1.9.0", false).expect_err("unknown");
-        assert!(err.to_string().contains("1.10.2, 1.11.0"), "{err}");
+        assert!(err.to_string().contains("1.10.2, 1.11.0, 26.03"), "{err}");
         assert!(matches!(
             check_change(Some("1.11.0"), "1.10.2", false),
             Err(ChangeRefused::Downgrade { .. })

@@ -5,6 +5,7 @@ name is in the binary, image, ServiceAccount and Lease names.
 {{- define "kubeflow.operators" -}}
 meta: meta
 training: training
+trainer: trainer
 serving: serving
 pipelines: pipelines
 istio: istio

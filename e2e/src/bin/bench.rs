@@ -21,16 +21,17 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 6] = [
+const OPERATORS: [&str; 7] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
     "kubeflow-training-operator",
+    "kubeflow-trainer-operator",
     "kubeflow-pipelines-operator",
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 6] = ALL_KINDS;
-const COMPONENTS: [&str; 6] = ALL_COMPONENTS;
+const KINDS: [&str; 7] = ALL_KINDS;
+const COMPONENTS: [&str; 7] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements.
@@ -114,7 +115,7 @@ where
 
 fn all_components(version: &str) -> String {
     format!(
-        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n    istio: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0}}]}}\n"
+        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n    istio: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0}}]}}\n"
     )
 }
 
@@ -202,7 +203,7 @@ async fn main() {
         let ns = TestNamespace::new(&client, "bench-ready").await;
         let api = component_api(&client, &ns.name, "Kubeflow");
         let start = Instant::now();
-        apply_yaml(&client, &ns.name, &all_components("1.11.0")).await;
+        apply_yaml(&client, &ns.name, &all_components("26.03")).await;
         wait_ready(&api, "kubeflow", LONG).await;
         ready_s.push(start.elapsed().as_secs_f64());
         if trial == 0 {

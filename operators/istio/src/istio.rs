@@ -13,8 +13,6 @@ use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
 
-use crate::mesh;
-
 const ISTIOD: &str = "istiod";
 const GATEWAY: &str = "istio-ingressgateway";
 /// The namespace the bundle installs the control plane into; it stays there.
@@ -105,8 +103,8 @@ impl Component for IstioComponent {
                 .pointer("/data/mesh")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let merged =
-                mesh::apply(base, overrides).map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+            let merged = transform::merge_yaml(base, &Value::Object(overrides.clone()))
+                .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
             cm.data["data"]["mesh"] = json!(merged);
         }
         if ctx.platform == Platform::OpenShift {

@@ -1,21 +1,25 @@
-//! What the operator knows of the training-operator: its bundle layout,
-//! which job kinds map to which CRDs and flags, and its webhook certificate.
+//! What the operator knows of the training-operator: its bundle layout, and
+//! which job kinds map to which CRDs and flags.
+//!
+//! The controller (v1.9.2) runs its own certificate rotator: at start it
+//! replaces any certificate in its Secret that it did not make (it needs its
+//! own `ca.key`) and patches the webhooks' caBundle. So the operator ships the
+//! Secret empty, as upstream does, and never writes its data or the
+//! caBundle: both are the controller's.
 
 use kubeflow_operator::api::{JobKind, Training};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::certs::{self, WebhookCert};
-use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
+use kubeflow_operator::certs;
+use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
 use kubeflow_operator::kinds::kind;
-use kubeflow_operator::kube::{Client, ResourceExt, api::DynamicObject};
+use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
 /// The controller Deployment (and its container).
 const WORKLOAD: &str = "training-operator";
-/// The Service serving the validating webhooks.
-const WEBHOOK_SERVICE: &str = "training-operator";
-/// The Secret the controller reads its webhook certificate from.
+/// The Secret the controller's rotator fills with its webhook certificate.
 const CERT_SECRET: &str = "training-operator-webhook-cert";
 /// The namespace the upstream bundle installs into.
 const BUNDLE_NAMESPACE: &str = "kubeflow";
@@ -34,36 +38,13 @@ fn job_kind_of(crd: &DynamicObject) -> Option<JobKind> {
 #[async_trait]
 impl Component for TrainingComponent {
     type Resource = Training;
-    type Inputs = WebhookCert;
+    type Inputs = ();
 
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&["training"]).with(rbac::openshift_scc(&[SCC]))
     }
 
-    async fn dereference(
-        &self,
-        cr: &Training,
-        client: &Client,
-    ) -> Result<WebhookCert, DereferenceError> {
-        let ns = cr.namespace().unwrap_or_default();
-        certs::load_or_generate(client, &ns, CERT_SECRET, WEBHOOK_SERVICE)
-            .await
-            .map_err(|e| match e {
-                certs::CertError::Read(_, source) => {
-                    DereferenceError::Api("read the webhook certificate", source)
-                }
-                other => {
-                    DereferenceError::Refused(Refusal::new("CertificateError", other.to_string()))
-                }
-            })
-    }
-
-    fn render(
-        &self,
-        cr: &Training,
-        ctx: &RenderContext<'_>,
-        cert: &WebhookCert,
-    ) -> Result<Rendered, Refusal> {
+    fn render(&self, cr: &Training, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "training", ctx.manifests_dir)?;
         let bundle = ctx.bundle("training", &version)?;
@@ -127,8 +108,7 @@ impl Component for TrainingComponent {
             transform::set_arg(&mut objects, WORKLOAD, "--gang-scheduler-name", scheduler);
         }
 
-        certs::fill_secret(&mut objects, CERT_SECRET, cert);
-        certs::set_ca_bundle(&mut objects, WEBHOOK_SERVICE, cert);
+        certs::leave_to_controller(&mut objects, &[CERT_SECRET]);
         if ctx.platform == kubeflow_operator::api::Platform::OpenShift {
             objects.push(openshift::scc_grant(ctx.namespace, WORKLOAD, SCC));
         }

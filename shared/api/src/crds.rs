@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Training};
+use crate::{DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training};
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
@@ -13,6 +13,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("components.kubeflow.org_pipelines.yaml", Pipelines::crd()),
         ("components.kubeflow.org_servings.yaml", Serving::crd()),
         ("components.kubeflow.org_trainings.yaml", Training::crd()),
+        ("components.kubeflow.org_trainers.yaml", Trainer::crd()),
         (
             "components.kubeflow.org_deviceplugins.yaml",
             DevicePlugins::crd(),

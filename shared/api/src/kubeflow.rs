@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::common::Platform;
 use crate::components::{
     device_plugins::DevicePluginsSpec, istio::IstioSpec, pipelines::PipelinesSpec,
-    serving::ServingSpec, training::TrainingSpec,
+    serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -46,9 +46,12 @@ pub struct KubeflowComponents {
     /// KServe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving: Option<ComponentEntry<ServingSpec>>,
-    /// The training-operator.
+    /// The training-operator (Trainer v1: TFJob, PyTorchJob, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training: Option<ComponentEntry<TrainingSpec>>,
+    /// Kubeflow Trainer v2 (TrainJob, with JobSet); part of releases from 1.11.0 on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer: Option<ComponentEntry<TrainerSpec>>,
     /// GPU device plugins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_plugins: Option<ComponentEntry<DevicePluginsSpec>>,
@@ -80,8 +83,8 @@ pub struct KubeflowComponents {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeflowSpec {
-    /// Kubeflow release, e.g. "1.11.0"; picks each component's default version.
-    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+\.[0-9]+$"))]
+    /// Kubeflow release, e.g. "1.11.0" or "26.03"; picks each component's default version.
+    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
     pub version: String,
     /// auto (detect by API discovery), kubernetes or openshift.
     #[serde(default, skip_serializing_if = "Option::is_none")]

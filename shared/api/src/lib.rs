@@ -19,6 +19,7 @@ pub use components::{
     istio::{Istio, IstioSpec},
     pipelines::{Pipelines, PipelinesSpec},
     serving::{Serving, ServingSpec},
+    trainer::{Trainer, TrainerSpec, TrainerStatus},
     training::{JobKind, Training, TrainingSpec},
 };
 pub use kubeflow::{Kubeflow, KubeflowSpec, KubeflowStatus};

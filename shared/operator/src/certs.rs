@@ -212,3 +212,21 @@ pub fn set_ca_bundle(objects: &mut [DynamicObject], service: &str, cert: &Webhoo
         }
     }
 }
+
+/// For components whose controllers make their own webhook certificates
+/// (and patch the caBundles): the named Secrets are applied without data, so
+/// the operator never owns, writes or fights over what the controller puts there.
+pub fn leave_to_controller(objects: &mut [DynamicObject], secrets: &[&str]) {
+    for obj in objects.iter_mut().filter(|o| {
+        kind(o) == "Secret"
+            && o.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| secrets.contains(&n))
+    }) {
+        if let Some(m) = obj.data.as_object_mut() {
+            m.remove("data");
+            m.remove("stringData");
+        }
+    }
+}

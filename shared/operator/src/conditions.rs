@@ -45,7 +45,9 @@ pub mod reason {
     pub const WAITING_FOR_DEPENDENCY: &str = "WaitingForDependency";
     /// A version change is refused.
     pub const DOWNGRADE_REFUSED: &str = "DowngradeRefused";
-    /// A child is not ready.
+    /// An upgrade moves Istio more than one minor version in place.
+    pub const ISTIO_MINOR_SKIP: &str = "IstioMinorVersionSkip";
+    /// Some managed components are not ready.
     pub const COMPONENTS_NOT_READY: &str = "ComponentsNotReady";
 }
 

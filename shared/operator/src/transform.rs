@@ -379,3 +379,44 @@ pub fn set_config(objects: &mut [DynamicObject], configmap: &str, entries: &[(&s
         }
     }
 }
+
+/// Merges `overrides` into `base`: maps key by key, anything else replaced.
+pub fn merge(base: &mut Value, overrides: &Value) {
+    match (base, overrides) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+/// Merges `overrides` into a YAML document (a component's configuration file
+/// held in a ConfigMap key) and writes it back as YAML.
+pub fn merge_yaml(text: &str, overrides: &Value) -> Result<String, String> {
+    let mut doc: Value = serde_saphyr::from_str(text)
+        .map_err(|e| format!("failed to parse the bundle's configuration: {e}"))?;
+    merge(&mut doc, overrides);
+    serde_saphyr::to_string(&doc).map_err(|e| format!("failed to write the configuration: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_merge_into_a_yaml_document() {
+        let base = "accessLogFile: /dev/stdout\ndefaultConfig:\n  discoveryAddress: istiod.istio-system.svc:15012\n  tracing: {}\n";
+        let overrides = json!({"accessLogFile": "", "defaultConfig": {"holdApplicationUntilProxyStarts": true}});
+        let out = merge_yaml(base, &overrides).expect("merge");
+        let v: Value = serde_saphyr::from_str(&out).expect("yaml");
+        assert_eq!(v["accessLogFile"], "");
+        assert_eq!(
+            v["defaultConfig"]["discoveryAddress"],
+            "istiod.istio-system.svc:15012"
+        );
+        assert_eq!(v["defaultConfig"]["holdApplicationUntilProxyStarts"], true);
+        assert!(merge_yaml("a: [unclosed", &overrides).is_err());
+    }
+}

@@ -1,9 +1,10 @@
-//! The five component kinds, and what the generic operator machinery needs to know of each.
+//! The six component kinds, and what the generic operator machinery needs to know of each.
 
 pub mod device_plugins;
 pub mod istio;
 pub mod pipelines;
 pub mod serving;
+pub mod trainer;
 pub mod training;
 
 use std::fmt::Debug;
@@ -45,6 +46,7 @@ macro_rules! component {
 }
 
 component!(training::Training, "training");
+component!(trainer::Trainer, "trainer");
 component!(serving::Serving, "serving");
 component!(pipelines::Pipelines, "pipelines");
 component!(istio::Istio, "istio");
