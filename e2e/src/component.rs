@@ -94,6 +94,12 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
         let lp =
             ListParams::default().labels(&format!("components.kubeflow.org/component={component}"));
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        // Kept CRDs may have lost their labels already: look at every one.
+        if let Ok(all) = crds.list(&ListParams::default()).await {
+            for crd in &all.items {
+                sweep_cluster_custom_objects(client, crd, &lp).await;
+            }
+        }
         if let Ok(list) = crds.list(&lp).await {
             for crd in list.items {
                 let strip = serde_json::json!({"metadata": {"labels": {
@@ -132,6 +138,30 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
             }
         }
     }
+}
+
+/// Deletes the component's objects of a cluster-scoped custom kind (Trainer's
+/// ClusterTrainingRuntimes, KServe's ClusterServingRuntimes): no namespace
+/// deletion takes them.
+async fn sweep_cluster_custom_objects(
+    client: &Client,
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    lp: &kube::api::ListParams,
+) {
+    if crd.spec.scope != "Cluster" {
+        return;
+    }
+    let Some(version) = crd.spec.versions.iter().find(|v| v.storage) else {
+        return;
+    };
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind),
+        &crd.spec.names.plural,
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let _ = api
+        .delete_collection(&kube::api::DeleteParams::background(), lp)
+        .await;
 }
 
 /// The API resource of one of the project's kinds.

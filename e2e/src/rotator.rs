@@ -14,9 +14,21 @@ use crate::operator::{OperatorProcess, metric_sum};
 
 /// The rotator's field manager.
 pub const MANAGER: &str = "cert-rotator";
-/// What the rotator puts into Secrets and caBundles (base64 of a marker:
-/// the API server checks neither).
-pub const CA: &str = "cm90YXRvci1jYQ==";
+/// The CA the rotator puts into Secrets and caBundles (PEM): a real one,
+/// since the API server parses a CRD's conversion caBundle.
+pub fn ca() -> &'static str {
+    static CA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CA.get_or_init(|| {
+        kubeflow_operator::certs::generate("rotator", "e2e")
+            .map(|c| c.ca_pem)
+            .unwrap_or_else(|e| panic!("rotator CA: {e}"))
+    })
+}
+
+fn ca_b64() -> String {
+    use kubeflow_operator::certs::b64;
+    b64(ca())
+}
 
 fn as_rotator() -> PatchParams {
     PatchParams {
@@ -34,7 +46,8 @@ fn api(client: &Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObj
 pub async fn fill_secret(client: &Client, namespace: &str, name: &str) {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(client.clone(), namespace);
-    let patch = json!({"data": {"ca.crt": CA, "ca.key": CA, "tls.crt": CA, "tls.key": CA}});
+    let ca = ca_b64();
+    let patch = json!({"data": {"ca.crt": ca, "ca.key": ca, "tls.crt": ca, "tls.key": ca}});
     secrets
         .patch(name, &as_rotator(), &Patch::Merge(&patch))
         .await
@@ -53,7 +66,7 @@ pub async fn inject_webhooks(client: &Client, kind: &str, name: &str) {
         panic!("{kind} {name} has no webhooks");
     };
     for h in hooks.iter_mut() {
-        h["clientConfig"]["caBundle"] = json!(CA);
+        h["clientConfig"]["caBundle"] = json!(ca_b64());
     }
     let patch = json!({"webhooks": hooks});
     configs
@@ -70,7 +83,8 @@ pub async fn inject_crd(client: &Client, name: &str) {
         "CustomResourceDefinition",
         "customresourcedefinitions",
     );
-    let patch = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": CA}}}}});
+    let patch =
+        json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": ca_b64()}}}}});
     crds.patch(name, &as_rotator(), &Patch::Merge(&patch))
         .await
         .unwrap_or_else(|e| panic!("rotator: patch CRD {name}: {e}"));

@@ -140,7 +140,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     for h in vwc.webhooks.unwrap_or_default() {
         assert_eq!(
             h.client_config.ca_bundle.map(|b| b.0),
-            Some(b"rotator-ca".to_vec()),
+            Some(kubeflow_e2e::rotator::ca().as_bytes().to_vec()),
             "the rotator's caBundle stays"
         );
     }

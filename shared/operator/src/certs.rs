@@ -157,8 +157,9 @@ pub async fn load_or_generate(
     generate(service, namespace)
 }
 
-fn b64(s: &str) -> Value {
-    Value::String(base64::engine::general_purpose::STANDARD.encode(s))
+/// Base64 of a PEM text, as Secrets' data and caBundles hold it.
+pub fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 /// Puts the certificate into the rendered Secret named `secret`.
@@ -183,7 +184,7 @@ pub fn fill_secret(objects: &mut [DynamicObject], secret: &str, cert: &WebhookCe
 
 /// Sets `caBundle` on every webhook (and CRD conversion webhook) served by `service`.
 pub fn set_ca_bundle(objects: &mut [DynamicObject], service: &str, cert: &WebhookCert) {
-    let bundle = b64(&cert.ca_pem);
+    let bundle = Value::String(b64(&cert.ca_pem));
     for obj in objects.iter_mut() {
         match kind(obj) {
             "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {

@@ -16,12 +16,16 @@ use crate::kinds::{self, kind};
 /// references. `only_from` limits the move to objects in those namespaces
 /// (empty: all). Namespace objects named like a moved namespace are dropped,
 /// since the target namespace is the component CR's and already exists.
+/// Cluster-scoped objects lose any namespace they carry.
 pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: &[&str]) {
     let cluster_custom = kinds::cluster_scoped_custom_kinds(objects);
     let moves = |ns: &str| only_from.is_empty() || only_from.contains(&ns);
     let mut moved: Vec<String> = Vec::new();
     for obj in objects.iter_mut() {
         if kinds::is_cluster_scoped(obj, &cluster_custom) {
+            // A rendered bundle may carry a namespace on a cluster-scoped
+            // custom kind (kustomize cannot know its scope): it means nothing.
+            obj.metadata.namespace = None;
             continue;
         }
         let from = obj.metadata.namespace.clone().unwrap_or_default();
