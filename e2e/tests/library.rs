@@ -505,3 +505,124 @@ async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
     cleanup_all::<Training>(&engine, &client, &ns.name).await;
     ns.delete().await;
 }
+
+/// Every bundle folder as (component path, version), in upgrade order.
+fn every_bundle() -> Vec<(String, Vec<String>)> {
+    let root = manifests_dir();
+    let mut out = Vec::new();
+    for c in ["training", "trainer", "pipelines", "serving", "istio"] {
+        out.push((c.to_string(), bundle::available_versions(&root.join(c))));
+    }
+    for p in ["nvidia-gpu", "intel-gpu"] {
+        let c = format!("device-plugins/{p}");
+        out.push((c.clone(), bundle::available_versions(&root.join(&c))));
+    }
+    out
+}
+
+/// The API server stores some bundle values differently from how they are
+/// written (quantities, empty strings, Secrets' stringData, defaults): a
+/// second apply of each bundle, and of each upgrade along its versions, must
+/// write nothing.
+#[tokio::test]
+async fn every_bundle_and_upgrade_applied_again_writes_nothing() {
+    let client = client().await;
+    let _g = serial().await;
+    clear_leftovers(&client).await;
+    install_crds(&client).await;
+    let engine = Engine::new(client.clone(), MANAGER);
+    for (component, mut versions) in every_bundle() {
+        // Oldest first: semantic order of the folders' names.
+        versions.sort_by_key(|v| {
+            v.trim_start_matches('v')
+                .split('.')
+                .map(|p| p.parse::<u32>().unwrap_or(0))
+                .collect::<Vec<_>>()
+        });
+        let ns = TestNamespace::new(&client, "lib-every").await;
+        let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+        for version in &versions {
+            let mut objects = rendered(&component, version, &ns.name);
+            // cert-manager is not installed here; the Serving operator drops these too.
+            objects.retain(|o| !kinds::api_version(o).starts_with("cert-manager.io/"));
+            apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{component} {version}: {e}"));
+            let again = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects)
+                .await
+                .unwrap_or_else(|e| panic!("{component} {version} again: {e}"));
+            assert!(
+                again.written.is_empty(),
+                "{component} {version}: the second apply wrote: {:?}",
+                again.why
+            );
+        }
+        cleanup_all::<Training>(&engine, &client, &ns.name).await;
+        ns.delete().await;
+    }
+}
+
+/// A field the operator set and no longer wants leaves the object: the
+/// object returns to the bundle's value.
+#[tokio::test]
+async fn a_field_set_and_then_removed_leaves_the_object() {
+    let client = client().await;
+    let _g = serial().await;
+    clear_leftovers(&client).await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "lib-removal").await;
+    let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let engine = Engine::new(client.clone(), MANAGER);
+    let plain = rendered("training", "v1.9.2", &ns.name);
+    let mut edited = plain.clone();
+    let toleration: k8s_openapi::api::core::v1::Toleration =
+        serde_json::from_value(serde_json::json!({"key": "gpu", "operator": "Exists"}))
+            .expect("toleration");
+    transform::set_scheduling(&mut edited, &["training-operator"], None, Some(&vec![toleration]));
+    let resources: k8s_openapi::api::core::v1::ResourceRequirements =
+        serde_json::from_value(serde_json::json!({"limits": {"memory": "1024Mi"}}))
+            .expect("resources");
+    transform::set_resources(&mut edited, &["training-operator"], &[], &resources);
+    transform::set_replicas(&mut edited, &["training-operator"], 2);
+
+    apply::<Training>(&engine, &client, "kubeflow", &ns.name, edited.clone())
+        .await
+        .expect("apply with the fields");
+    let again = apply::<Training>(&engine, &client, "kubeflow", &ns.name, edited)
+        .await
+        .expect("again");
+    assert!(again.written.is_empty(), "1024Mi is stored as 1Gi: {:?}", again.why);
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &ns.name);
+    let pod = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("pod spec")
+    };
+    let d = deployments.get("training-operator").await.expect("deployment");
+    assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    assert!(pod(&d).tolerations.is_some_and(|t| t.len() == 1));
+
+    let removed = apply::<Training>(&engine, &client, "kubeflow", &ns.name, plain)
+        .await
+        .expect("apply without them");
+    assert_eq!(removed.written.len(), 1, "{:?}", removed.why);
+    assert!(
+        removed.why.values().all(|w| w.starts_with("unwanted")),
+        "{:?}",
+        removed.why
+    );
+    let d = deployments.get("training-operator").await.expect("deployment");
+    let p = pod(&d);
+    assert!(p.tolerations.is_none_or(|t| t.is_empty()), "tolerations removed");
+    assert!(
+        p.containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .is_none_or(|l| !l.contains_key("memory")),
+        "the memory limit is removed"
+    );
+    // The bundle states no replicas: the server's default.
+    assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(1));
+    cleanup_all::<Training>(&engine, &client, &ns.name).await;
+    ns.delete().await;
+}

@@ -166,21 +166,18 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     let ns = TestNamespace::new(&client, "meta-upgrade").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     let _training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let istio_op = OperatorProcess::start("kubeflow-istio-operator", &[]);
     let comps = "    training: {managementState: Managed}\n    istio: {managementState: Managed}\n";
     apply_yaml(&client, &ns.name, &kubeflow("1.10.2", comps)).await;
     let kfs = component_api(&client, &ns.name, "Kubeflow");
     let istios = component_api(&client, &ns.name, "Istio");
-    wait_for("istio child at 1.26.1", TIMEOUT, || async {
-        (istios
-            .get("kubeflow")
-            .await
-            .ok()?
-            .data
-            .pointer("/spec/version")?
-            == "1.26.1")
-            .then_some(())
-    })
-    .await;
+    let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(status_str(&kf, "/status/version"), Some("1.10.2"));
+    assert_eq!(istios.get("kubeflow").await.expect("istio").data.pointer("/spec/version"), Some(&json!("1.26.1")));
+
+    // With Istio's operator stopped the upgrade stays in progress, and says
+    // so, naming the risk of moving Istio two minor versions in place.
+    istio_op.stop();
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "1.11.0"}})).await;
     wait_for("istio child at 1.28.0", TIMEOUT, || async {
         (istios
@@ -193,9 +190,6 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
             .then_some(())
     })
     .await;
-
-    // Istio has no operator here, so the upgrade stays in progress and says
-    // so, naming the risk of moving Istio two minor versions in place.
     let kf = wait_for("the upgrade risk to be stated", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
         (condition(&kf, "UpgradeRisk")?.0 == "True").then_some(kf)
@@ -205,20 +199,19 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     assert_eq!(reason, "IstioMinorVersionSkip");
     assert!(message.contains("1.26.1 -> 1.28.0"), "{message}");
     assert_eq!(status_str(&kf, "/status/phase"), Some("Upgrading"));
-    // Without Istio, the whole CR reaches Ready at 1.11.0 (the risk is over),
-    // and then a downgrade is refused.
-    kubeflow_e2e::component::merge(
-        &kfs,
-        "kubeflow",
-        json!({"spec": {"components": {"istio": {"managementState": "Removed"}}}}),
-    )
+    assert_eq!(kf.data.pointer("/status/upgrade"), Some(&json!({"from": "1.10.2", "to": "1.11.0"})));
+
+    // Istio's operator back: the upgrade completes, the risk is over, and
+    // then a downgrade is refused.
+    let _istio = OperatorProcess::start("kubeflow-istio-operator", &[]);
+    let kf = wait_for("Kubeflow Ready at 1.11.0", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        let (s, _, _, g) = condition(&kf, "Ready")?;
+        (s == "True" && g == kf.metadata.generation && status_str(&kf, "/status/version") == Some("1.11.0"))
+            .then_some(kf)
+    })
     .await;
-    let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
-    assert_eq!(status_str(&kf, "/status/version"), Some("1.11.0"));
-    assert!(
-        condition(&kf, "UpgradeRisk").is_none(),
-        "no risk once upgraded"
-    );
+    assert!(condition(&kf, "UpgradeRisk").is_none(), "no risk once upgraded");
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "1.10.2"}})).await;
     let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
     assert_eq!(

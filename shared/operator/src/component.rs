@@ -661,7 +661,8 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
                 .drift_repairs_total
                 .with_label_values(&[&ctx.name, k])
                 .inc();
-            tracing::info!(object = %what, "repaired drift");
+            let why = outcome.why.get(what).map_or("missing", String::as_str);
+            tracing::info!(object = %what, why, "repaired drift");
         }
     }
     if !outcome.written.is_empty() {

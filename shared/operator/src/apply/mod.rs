@@ -2,7 +2,9 @@
 //! order, with ownership checks, no writes in steady state, and pruning of
 //! inventory members no longer rendered.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+pub mod diff;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,6 +90,8 @@ pub struct ApplyOutcome {
     pub written: Vec<String>,
     /// Objects that existed but whose fields had drifted from the rendered state.
     pub drifted: Vec<String>,
+    /// Why each drifted object was written (see [`diff::write_reason`]).
+    pub why: BTreeMap<String, diff::Reason>,
     /// Objects that did not exist.
     pub created: Vec<String>,
     /// Objects pruned because they are no longer rendered.
@@ -207,6 +211,7 @@ impl Engine {
         let cluster_custom = kinds::cluster_scoped_custom_kinds(&objects);
         for obj in objects.iter_mut() {
             drop_foreign_fields(obj);
+            diff::as_stored(obj);
             if kinds::is_cluster_scoped(obj, &cluster_custom) {
                 obj.metadata.namespace = None;
             }
@@ -271,12 +276,16 @@ impl Engine {
             None
         };
 
-        let needs_write = |p: &Planned| match &p.live {
-            None => true,
-            Some(live) => {
-                !skip_reconcile(live) && !is_subset(&to_value(&p.desired), &to_value(live))
-            }
-        };
+        // Why each existing object must be written (see `diff`); absent: it need not be.
+        let why: BTreeMap<(String, String, String), diff::Reason> = planned
+            .iter()
+            .filter_map(|p| {
+                let live = p.live.as_ref().filter(|l| !skip_reconcile(l))?;
+                let reason = diff::write_reason(&to_value(&p.desired), &to_value(live), &self.manager)?;
+                Some((key(&p.desired), reason))
+            })
+            .collect();
+        let needs_write = |p: &Planned| p.live.is_none() || why.contains_key(&key(&p.desired));
 
         // Dry-run every write whose kind already exists, so invalid input changes nothing.
         // Objects in a namespace this apply creates cannot be dry-run before it exists.
@@ -356,6 +365,9 @@ impl Engine {
                     }
                     (live, Some(new)) => {
                         if live.is_some() {
+                            if let Some(reason) = why.get(&key(&p.desired)) {
+                                outcome.why.insert(name.clone(), reason.clone());
+                            }
                             outcome.drifted.push(name.clone())
                         } else {
                             outcome.created.push(name.clone())
@@ -776,45 +788,4 @@ fn skip_reconcile(obj: &DynamicObject) -> bool {
 
 fn to_value(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
-}
-
-/// Whether `live` already holds every field `desired` sets, with the same
-/// value. Empty maps and lists in `desired` match an absent field, since the
-/// API server drops them; numbers compare by value.
-pub fn is_subset(desired: &Value, live: &Value) -> bool {
-    match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => d.iter().all(|(k, v)| match l.get(k) {
-            Some(lv) => is_subset(v, lv),
-            None => is_empty(v),
-        }),
-        (Value::Array(d), Value::Array(l)) => {
-            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b))
-        }
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        (d, Value::Object(_) | Value::Array(_)) if is_empty(d) => false,
-        (d, l) => d == l,
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.values().all(is_empty),
-        Value::Array(a) => a.is_empty(),
-        Value::Null => true,
-        _ => false,
-    }
-}
-
-/// Group-kinds of a set of objects, as the inventory annotation lists them.
-pub fn group_kinds_of(objects: &[DynamicObject]) -> BTreeSet<String> {
-    objects.iter().map(kinds::group_kind).collect()
-}
-
-/// Counts of objects per kind, for status and metrics.
-pub fn count_by_kind(objects: &[DynamicObject]) -> HashMap<String, usize> {
-    let mut m = HashMap::new();
-    for o in objects {
-        *m.entry(kind(o).to_string()).or_insert(0) += 1;
-    }
-    m
 }
