@@ -74,6 +74,10 @@ async fn clear_leftovers(client: &Client) {
     let _ = mhooks
         .delete_collection(&DeleteParams::default(), &lp)
         .await;
+    let priorities: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
+    let _ = priorities
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
 }
 
 fn retain_crds(o: &DynamicObject) -> bool {
@@ -111,6 +115,7 @@ where
             objects,
             version: "v1",
             retain: &retain_crds,
+            delete_crds: false,
         })
         .await
 }
@@ -380,11 +385,25 @@ async fn a_version_change_prunes_what_the_new_bundle_lacks() {
         "pruned: {:?}",
         out.pruned
     );
+    // A volume is never pruned: it is kept, released and reported.
     assert!(
-        out.pruned
+        !out.pruned
             .contains(&format!("PersistentVolumeClaim {}/minio-pvc", ns.name)),
         "pruned: {:?}",
         out.pruned
+    );
+    assert_eq!(
+        out.released
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["minio-pvc"]
+    );
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), &ns.name);
+    let pvc = pvcs.get("minio-pvc").await.expect("the volume is kept");
+    assert!(
+        pvc.owner_references().is_empty() && !pvc.labels().contains_key(labels::APPLYSET_PART_OF)
     );
     assert!(
         deployments
@@ -396,6 +415,10 @@ async fn a_version_change_prunes_what_the_new_bundle_lacks() {
     wait_gone(&deployments, "minio", Duration::from_secs(10)).await;
 
     cleanup_all::<Pipelines>(&engine, &client, &ns.name).await;
+    assert!(
+        pvcs.get_opt("minio-pvc").await.expect("get").is_some(),
+        "released: no cleanup takes it"
+    );
     ns.delete().await;
 }
 
@@ -578,7 +601,12 @@ async fn a_field_set_and_then_removed_leaves_the_object() {
     let toleration: k8s_openapi::api::core::v1::Toleration =
         serde_json::from_value(serde_json::json!({"key": "gpu", "operator": "Exists"}))
             .expect("toleration");
-    transform::set_scheduling(&mut edited, &["training-operator"], None, Some(&vec![toleration]));
+    transform::set_scheduling(
+        &mut edited,
+        &["training-operator"],
+        None,
+        Some(&vec![toleration]),
+    );
     let resources: k8s_openapi::api::core::v1::ResourceRequirements =
         serde_json::from_value(serde_json::json!({"limits": {"memory": "1024Mi"}}))
             .expect("resources");
@@ -591,13 +619,23 @@ async fn a_field_set_and_then_removed_leaves_the_object() {
     let again = apply::<Training>(&engine, &client, "kubeflow", &ns.name, edited)
         .await
         .expect("again");
-    assert!(again.written.is_empty(), "1024Mi is stored as 1Gi: {:?}", again.why);
+    assert!(
+        again.written.is_empty(),
+        "1024Mi is stored as 1Gi: {:?}",
+        again.why
+    );
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &ns.name);
     let pod = |d: &k8s_openapi::api::apps::v1::Deployment| {
-        d.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("pod spec")
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.clone())
+            .expect("pod spec")
     };
-    let d = deployments.get("training-operator").await.expect("deployment");
+    let d = deployments
+        .get("training-operator")
+        .await
+        .expect("deployment");
     assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(2));
     assert!(pod(&d).tolerations.is_some_and(|t| t.len() == 1));
 
@@ -610,9 +648,15 @@ async fn a_field_set_and_then_removed_leaves_the_object() {
         "{:?}",
         removed.why
     );
-    let d = deployments.get("training-operator").await.expect("deployment");
+    let d = deployments
+        .get("training-operator")
+        .await
+        .expect("deployment");
     let p = pod(&d);
-    assert!(p.tolerations.is_none_or(|t| t.is_empty()), "tolerations removed");
+    assert!(
+        p.tolerations.is_none_or(|t| t.is_empty()),
+        "tolerations removed"
+    );
     assert!(
         p.containers[0]
             .resources

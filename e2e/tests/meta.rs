@@ -173,7 +173,15 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     let istios = component_api(&client, &ns.name, "Istio");
     let kf = wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(status_str(&kf, "/status/version"), Some("1.10.2"));
-    assert_eq!(istios.get("kubeflow").await.expect("istio").data.pointer("/spec/version"), Some(&json!("1.26.1")));
+    assert_eq!(
+        istios
+            .get("kubeflow")
+            .await
+            .expect("istio")
+            .data
+            .pointer("/spec/version"),
+        Some(&json!("1.26.1"))
+    );
 
     // With Istio's operator stopped the upgrade stays in progress, and says
     // so, naming the risk of moving Istio two minor versions in place.
@@ -199,7 +207,10 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     assert_eq!(reason, "IstioMinorVersionSkip");
     assert!(message.contains("1.26.1 -> 1.28.0"), "{message}");
     assert_eq!(status_str(&kf, "/status/phase"), Some("Upgrading"));
-    assert_eq!(kf.data.pointer("/status/upgrade"), Some(&json!({"from": "1.10.2", "to": "1.11.0"})));
+    assert_eq!(
+        kf.data.pointer("/status/upgrade"),
+        Some(&json!({"from": "1.10.2", "to": "1.11.0"}))
+    );
 
     // Istio's operator back: the upgrade completes, the risk is over, and
     // then a downgrade is refused.
@@ -207,11 +218,16 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     let kf = wait_for("Kubeflow Ready at 1.11.0", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
         let (s, _, _, g) = condition(&kf, "Ready")?;
-        (s == "True" && g == kf.metadata.generation && status_str(&kf, "/status/version") == Some("1.11.0"))
-            .then_some(kf)
+        (s == "True"
+            && g == kf.metadata.generation
+            && status_str(&kf, "/status/version") == Some("1.11.0"))
+        .then_some(kf)
     })
     .await;
-    assert!(condition(&kf, "UpgradeRisk").is_none(), "no risk once upgraded");
+    assert!(
+        condition(&kf, "UpgradeRisk").is_none(),
+        "no risk once upgraded"
+    );
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "1.10.2"}})).await;
     let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
     assert_eq!(

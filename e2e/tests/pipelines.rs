@@ -47,10 +47,66 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
         "host names follow the namespace: {repo}"
     );
 
-    // Upgrade: the new bundle's objects come, the old one's go; volumes stay.
-    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "2.15.0"}})).await;
+    // Upgrade: the new bundle's objects come, the old one's go; volumes stay,
+    // even under volumePolicy Delete (about deleting the component, not
+    // upgrading it): 2.15.0 replaces MinIO by SeaweedFS, and MinIO's volume
+    // may hold every pipeline artifact.
+    kubeflow_e2e::component::merge(
+        &api,
+        "kubeflow",
+        json!({"spec": {"version": "2.15.0", "volumePolicy": "Delete"}}),
+    )
+    .await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("2.15.0")));
+    let released = cr
+        .data
+        .pointer("/status/released")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        released
+            .as_array()
+            .map(|r| r.iter().map(|x| x["name"].clone()).collect::<Vec<_>>()),
+        Some(vec![json!("minio-pvc")]),
+        "{released}"
+    );
+    assert!(
+        released[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("move what you need"))
+    );
+    let events = kubeflow_e2e::run_tool(
+        "kubectl",
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={.items[*].note}",
+        ],
+    );
+    let notes = String::from_utf8_lossy(&events.stdout);
+    assert!(
+        notes.contains("minio-pvc") || {
+            let core = kubeflow_e2e::run_tool(
+                "kubectl",
+                &[
+                    "get",
+                    "events",
+                    "-n",
+                    &ns.name,
+                    "-o",
+                    "jsonpath={.items[*].message}",
+                ],
+            );
+            String::from_utf8_lossy(&core.stdout).contains("minio-pvc")
+        },
+        "an Event names the kept volume"
+    );
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"volumePolicy": null}})).await;
+    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert!(
         deployments
             .get_opt("seaweedfs")
@@ -67,6 +123,12 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     assert!(
         minio_pvc.owner_references().is_empty(),
         "kept volumes are not owned by the CR"
+    );
+    assert!(
+        !minio_pvc
+            .labels()
+            .contains_key("applyset.kubernetes.io/part-of"),
+        "and no longer managed"
     );
 
     // An external database whose Secret is missing: a condition naming it, nothing changed.

@@ -145,6 +145,78 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         );
     }
 
+    // A job kind narrowed away keeps its CRD and the user's jobs (the CRD is
+    // released, not pruned), and comes back when restored.
+    apply_yaml(&client, &ns.name, "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: user-job}\nspec:\n  tfReplicaSpecs:\n    Worker:\n      replicas: 1\n      template:\n        spec:\n          containers: [{name: tensorflow, image: tf:latest}]\n").await;
+    let tfjobs: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("kubeflow.org", "v1", "TFJob"),
+            "tfjobs",
+        ),
+    );
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"jobKinds": ["PyTorchJob"]}}),
+    )
+    .await;
+    let cr = wait_for("the TFJob CRD to be released", READY_TIMEOUT, || async {
+        let cr = trainings.get("kubeflow").await.ok()?;
+        let released = cr.data.pointer("/status/released")?.as_array()?.clone();
+        let (s, _, _, g) = condition(&cr, "Ready")?;
+        (s == "True" && g == cr.metadata.generation && !released.is_empty()).then_some(cr)
+    })
+    .await;
+    let released = &cr.data["status"]["released"][0];
+    assert_eq!(released["name"], "tfjobs.kubeflow.org");
+    assert!(
+        released["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("crdPolicy Retain")),
+        "{released}"
+    );
+    let tfjob_crd = crds
+        .get("tfjobs.kubeflow.org")
+        .await
+        .expect("the TFJob CRD is kept");
+    assert!(
+        !tfjob_crd
+            .labels()
+            .contains_key("applyset.kubernetes.io/part-of"),
+        "and released"
+    );
+    assert!(
+        tfjobs.get_opt("user-job").await.expect("get").is_some(),
+        "the user's TFJob survives"
+    );
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"jobKinds": ["TFJob", "PyTorchJob"]}}),
+    )
+    .await;
+    wait_for(
+        "the TFJob CRD to be managed again",
+        READY_TIMEOUT,
+        || async {
+            let crd = crds.get("tfjobs.kubeflow.org").await.ok()?;
+            (crd.labels().get("applyset.kubernetes.io/part-of") == Some(&inventory)).then_some(())
+        },
+    )
+    .await;
+    let cr = wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    assert!(
+        cr.data.pointer("/status/released").is_none(),
+        "the entry goes once the CRD is ours again: {:?}",
+        cr.data.pointer("/status/released")
+    );
+    assert!(
+        tfjobs.get_opt("user-job").await.expect("get").is_some(),
+        "the user's TFJob survives"
+    );
+
     // An edit lands, and only the object it concerns is written.
     let before = writes(&op.metrics().await);
     kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;

@@ -245,6 +245,7 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             objects: render.iter().map(|c| children::object(kf, c)).collect(),
             version: &kf.spec.version,
             retain: &never,
+            delete_crds: false,
         })
         .await;
     let outcome = match outcome {

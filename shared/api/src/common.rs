@@ -89,6 +89,22 @@ pub struct WorkloadStatus {
     pub available: bool,
 }
 
+/// An object a prune kept and let go of (a volume a new version no longer
+/// uses, a CRD whose custom resources remain): it is no longer managed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleasedObject {
+    /// `Kind.group` of the object, e.g. "PersistentVolumeClaim".
+    pub kind: String,
+    /// Its namespace (empty for cluster-scoped objects).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Why it was kept and what to do.
+    pub message: String,
+}
+
 /// Status every component kind reports.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -111,6 +127,9 @@ pub struct ComponentStatus {
     /// Readiness of each workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadStatus>,
+    /// Objects a prune kept and released; an entry goes when its object is deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released: Vec<ReleasedObject>,
 }
 
 /// A reference to a key of a Secret in the component's namespace.

@@ -12,14 +12,15 @@ use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use kubeflow_api::{ComponentResource, ComponentStatus, CrdPolicy, Platform};
+use kubeflow_api::{ComponentResource, ComponentStatus, CrdPolicy, Platform, ReleasedObject};
 use serde_json::Value;
 
-use crate::apply::{ApplyError, ApplyRequest, Engine};
+use crate::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
 use crate::bundle::{Bundle, BundleCache, BundleError};
 use crate::cleanup;
 use crate::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
@@ -248,6 +249,7 @@ impl ReconcileError {
 struct Context<C: Component> {
     component: C,
     engine: Engine,
+    recorder: Recorder,
     client: Client,
     bundles: BundleCache,
     manifests_dir: PathBuf,
@@ -315,6 +317,13 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     let watched = watchable(&component, &args.manifests_dir);
     let ctx = Arc::new(Context {
         engine: Engine::new(rt.client.clone(), &name),
+        recorder: Recorder::new(
+            rt.client.clone(),
+            Reporter {
+                controller: name.clone(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
         client: rt.client.clone(),
         component,
         bundles: BundleCache::default(),
@@ -606,6 +615,7 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
         objects: rendered.objects,
         version: &rendered.version,
         retain: &retain,
+        delete_crds: cr.common().crd_policy == Some(CrdPolicy::Delete),
     };
     let outcome = match ctx.engine.apply(request).await {
         Ok(o) => o,
@@ -677,6 +687,8 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
         );
     }
 
+    status.released = released(cr, ctx, &old.released, &outcome).await?;
+
     let health = health::assess(&outcome.live);
     let ready = health.ready();
     status.version = Some(rendered.version.clone());
@@ -738,6 +750,61 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
     } else {
         Duration::from_secs(30)
     }))
+}
+
+/// The status list of released objects: the earlier entries whose objects
+/// still exist and are not managed again, and those this apply released
+/// (each announced by an Event).
+async fn released<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    earlier: &[ReleasedObject],
+    outcome: &ApplyOutcome,
+) -> Result<Vec<ReleasedObject>, ReconcileError> {
+    let managed: BTreeSet<(String, String, String)> = outcome
+        .live
+        .iter()
+        .map(|o| {
+            (
+                crate::kinds::group_kind(o),
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in earlier {
+        let key = (r.kind.clone(), r.namespace.clone(), r.name.clone());
+        if !managed.contains(&key) && ctx.engine.exists(&r.kind, &r.namespace, &r.name).await? {
+            out.push(r.clone());
+        }
+    }
+    for r in &outcome.released {
+        tracing::warn!(kind = %r.group_kind, namespace = %r.namespace, name = %r.name, message = %r.message, "kept and released an object the new state no longer has");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "ObjectReleased".into(),
+            note: Some(format!(
+                "{} {}/{}: {}",
+                r.group_kind, r.namespace, r.name, r.message
+            )),
+            action: "Prune".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+            tracing::warn!(error = %e, "failed to publish an Event");
+        }
+        out.retain(|o: &ReleasedObject| {
+            !(o.kind == r.group_kind && o.namespace == r.namespace && o.name == r.name)
+        });
+        out.push(ReleasedObject {
+            kind: r.group_kind.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            message: r.message.clone(),
+        });
+    }
+    Ok(out)
 }
 
 fn record_gauges<C: Component>(

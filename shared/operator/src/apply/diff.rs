@@ -49,11 +49,17 @@ pub fn as_stored(obj: &mut DynamicObject) {
     if kind(obj) != "Secret" {
         return;
     }
-    let Some(Value::Object(plain)) = obj.data.as_object_mut().and_then(|m| m.remove("stringData"))
+    let Some(Value::Object(plain)) = obj
+        .data
+        .as_object_mut()
+        .and_then(|m| m.remove("stringData"))
     else {
         return;
     };
-    let data = obj.data["data"].as_object_mut().map(std::mem::take).unwrap_or_default();
+    let data = obj.data["data"]
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
     let mut data = data;
     for (k, v) in plain {
         let text = v.as_str().unwrap_or_default();
@@ -74,7 +80,9 @@ pub fn owned_fields<'a>(live: &'a Value, manager: &str) -> Option<&'a Value> {
         .find(|e| {
             e.get("manager").and_then(Value::as_str) == Some(manager)
                 && e.get("operation").and_then(Value::as_str) == Some("Apply")
-                && e.get("subresource").and_then(Value::as_str).is_none_or(str::is_empty)
+                && e.get("subresource")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
         })?
         .get("fieldsV1")
 }
@@ -283,7 +291,10 @@ fn same_quantity(a: &Value, b: &Value) -> bool {
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     };
-    match (text(a).and_then(|s| quantity(&s)), text(b).and_then(|s| quantity(&s))) {
+    match (
+        text(a).and_then(|s| quantity(&s)),
+        text(b).and_then(|s| quantity(&s)),
+    ) {
         (Some(x), Some(y)) => x == y,
         _ => a == b,
     }
@@ -315,7 +326,10 @@ pub fn quantity(text: &str) -> Option<i128> {
     let mantissa = mantissa.trim_start_matches(['+', '-']);
     let (whole, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     if whole.is_empty() && frac.is_empty()
-        || !whole.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+        || !whole
+            .chars()
+            .chain(frac.chars())
+            .all(|c| c.is_ascii_digit())
     {
         return None;
     }
@@ -422,8 +436,10 @@ mod tests {
 
     #[test]
     fn a_field_we_own_and_no_longer_want_forces_a_write() {
-        let fields = json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:tolerations": {}}}}});
-        let body = json!({"spec": {"replicas": 2, "template": {"spec": {"tolerations": [{"key": "a"}]}}}});
+        let fields =
+            json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:tolerations": {}}}}});
+        let body =
+            json!({"spec": {"replicas": 2, "template": {"spec": {"tolerations": [{"key": "a"}]}}}});
         let l = live(body, fields);
         let desired = json!({"spec": {"replicas": 2, "template": {"spec": {}}}});
         assert_eq!(
@@ -445,7 +461,11 @@ mod tests {
         ]}});
         let l = live(body, fields);
         let desired = json!({"spec": {"containers": [{"name": "app", "image": "app:1", "ports": [{"containerPort": 8080}]}]}});
-        assert_eq!(write_reason(&desired, &l, ME), None, "the sidecar is not ours");
+        assert_eq!(
+            write_reason(&desired, &l, ME),
+            None,
+            "the sidecar is not ours"
+        );
         let moved = json!({"spec": {"containers": [{"name": "app", "image": "app:1", "ports": [{"containerPort": 9090}]}]}});
         assert!(
             write_reason(&moved, &l, ME).is_some_and(|r| r.starts_with("unwanted")),
@@ -467,6 +487,9 @@ mod tests {
             write_reason(&json!({"spec": {"replicas": 3, "paused": true}}), &l, ME).as_deref(),
             Some("differs .spec.paused")
         );
-        assert_eq!(write_reason(&json!({"spec": {"replicas": 3.0}}), &l, ME), None);
+        assert_eq!(
+            write_reason(&json!({"spec": {"replicas": 3.0}}), &l, ME),
+            None
+        );
     }
 }

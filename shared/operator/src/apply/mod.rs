@@ -3,6 +3,9 @@
 //! inventory members no longer rendered.
 
 pub mod diff;
+mod prune;
+
+pub use prune::Released;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -96,6 +99,9 @@ pub struct ApplyOutcome {
     pub created: Vec<String>,
     /// Objects pruned because they are no longer rendered.
     pub pruned: Vec<String>,
+    /// Objects no longer rendered that a prune keeps and lets go of (a
+    /// volume, a CRD): a person decides when they go.
+    pub released: Vec<Released>,
     /// Objects left alone because they carry the skip-reconcile annotation.
     pub skipped: Vec<String>,
 }
@@ -119,6 +125,9 @@ pub struct ApplyRequest<'a> {
     /// Objects never pruned nor owned (garbage collection would take owned
     /// ones): retained CRDs, retained volumes.
     pub retain: &'a (dyn Fn(&DynamicObject) -> bool + Send + Sync),
+    /// Whether a CRD no longer rendered may be deleted (the component's
+    /// `crdPolicy: Delete`); even then, never while custom resources of it exist.
+    pub delete_crds: bool,
 }
 
 /// The engine: a client, an operator's field manager and a discovery cache.
@@ -281,7 +290,8 @@ impl Engine {
             .iter()
             .filter_map(|p| {
                 let live = p.live.as_ref().filter(|l| !skip_reconcile(l))?;
-                let reason = diff::write_reason(&to_value(&p.desired), &to_value(live), &self.manager)?;
+                let reason =
+                    diff::write_reason(&to_value(&p.desired), &to_value(live), &self.manager)?;
                 Some((key(&p.desired), reason))
             })
             .collect();
@@ -584,30 +594,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Deletes inventory members that were not applied this time, except retained ones.
-    /// Returns the group-kinds of retained members that stay in the inventory.
-    async fn prune(
-        &self,
-        req: &ApplyRequest<'_>,
-        group_kinds: &BTreeSet<String>,
-        applied: &BTreeSet<(String, String, String)>,
-        outcome: &mut ApplyOutcome,
-    ) -> Result<BTreeSet<String>, ApplyError> {
-        let mut kept = BTreeSet::new();
-        for member in self.list_members(req.inventory, group_kinds).await? {
-            if applied.contains(&key(&member.object)) {
-                continue;
-            }
-            if (req.retain)(&member.object) {
-                kept.insert(kinds::group_kind(&member.object));
-                continue;
-            }
-            self.delete(&member).await?;
-            outcome.pruned.push(describe(&member.object));
-        }
-        Ok(kept)
-    }
-
     /// Every live member of the inventory among the given group-kinds.
     pub async fn list_members(
         &self,
@@ -642,6 +628,28 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+
+    /// Whether an object of `group_kind` ("Kind.group") exists.
+    pub async fn exists(
+        &self,
+        group_kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, ApplyError> {
+        let Some(resolved) = self.resolve_group_kind(group_kind).await? else {
+            return Ok(false);
+        };
+        let ns = (!namespace.is_empty()).then_some(namespace);
+        self.api(&resolved, ns)
+            .get_opt(name)
+            .await
+            .map(|o| o.is_some())
+            .map_err(|source| ApplyError::Api {
+                verb: "get",
+                object: format!("{group_kind} {namespace}/{name}"),
+                source,
+            })
     }
 
     /// Resolves "Kind.group" to the group's preferred version; None when the group is not served.
