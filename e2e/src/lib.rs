@@ -9,6 +9,7 @@ pub mod component;
 pub mod demo;
 pub mod operator;
 pub mod prometheus;
+pub mod repair;
 pub mod rotator;
 pub mod wait;
 

@@ -85,6 +85,30 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
     );
     wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
 
+    // Every managed kind is watched: one object of each (the deny-all
+    // AuthorizationPolicy, the Gateway, the Sidecar, ...) deleted comes back
+    // within a second.
+    let cr = istios.get("kubeflow").await.expect("istio");
+    let times = kubeflow_e2e::repair::delete_one_of_each_kind(&client, &cr).await;
+    eprintln!("istio repair times by kind: {times:?}");
+    for kind in [
+        "AuthorizationPolicy.security.istio.io",
+        "Gateway.networking.istio.io",
+    ] {
+        assert!(
+            times.contains_key(kind),
+            "{kind} not among {:?}",
+            times.keys()
+        );
+    }
+    for (kind, took) in &times {
+        assert!(
+            *took < Duration::from_secs(1),
+            "{kind} took {took:?} to come back"
+        );
+    }
+    wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+
     // Upgrade: the 1.28.0 bundle applies, the version follows.
     kubeflow_e2e::component::merge(&istios, "kubeflow", json!({"spec": {"version": "1.28.0"}}))
         .await;

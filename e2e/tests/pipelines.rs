@@ -106,6 +106,26 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
         "an Event names the kept volume"
     );
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"volumePolicy": null}})).await;
+    let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    // Every managed kind is watched at 2.15.0 (NetworkPolicy and PriorityClass included).
+    let times = kubeflow_e2e::repair::delete_one_of_each_kind(&client, &cr).await;
+    eprintln!("pipelines repair times by kind: {times:?}");
+    for kind in [
+        "NetworkPolicy.networking.k8s.io",
+        "PriorityClass.scheduling.k8s.io",
+    ] {
+        assert!(
+            times.contains_key(kind),
+            "{kind} not among {:?}",
+            times.keys()
+        );
+    }
+    for (kind, took) in &times {
+        assert!(
+            *took < Duration::from_secs(1),
+            "{kind} took {took:?} to come back"
+        );
+    }
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert!(
         deployments

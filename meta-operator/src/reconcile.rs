@@ -22,7 +22,7 @@ use kubeflow_operator::inventory::Inventory;
 use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
 use kubeflow_operator::telemetry::metrics::ComponentRef;
-use kubeflow_operator::{labels, platform};
+use kubeflow_operator::{labels, platform, watches};
 use serde_json::Value;
 
 use crate::children::{self, Child, ORDER};
@@ -67,13 +67,39 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     });
     let c = &rt.client;
     let cfg = || watcher::Config::default().any_semantic();
+    // Each child kind's watch backs off on its own (see `watches`).
     let controller = Controller::new(Api::<Kubeflow>::all(c.clone()), cfg())
-        .owns(Api::<Istio>::all(c.clone()), cfg())
-        .owns(Api::<Training>::all(c.clone()), cfg())
-        .owns(Api::<Trainer>::all(c.clone()), cfg())
-        .owns(Api::<DevicePlugins>::all(c.clone()), cfg())
-        .owns(Api::<Pipelines>::all(c.clone()), cfg())
-        .owns(Api::<Serving>::all(c.clone()), cfg());
+        .trigger_backoff(watches::trigger_backoff())
+        .owns_stream(watches::isolated(
+            Api::<Istio>::all(c.clone()),
+            cfg(),
+            "istios".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Training>::all(c.clone()),
+            cfg(),
+            "trainings".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Trainer>::all(c.clone()),
+            cfg(),
+            "trainers".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<DevicePlugins>::all(c.clone()),
+            cfg(),
+            "deviceplugins".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Pipelines>::all(c.clone()),
+            cfg(),
+            "pipelines".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Serving>::all(c.clone()),
+            cfg(),
+            "servings".into(),
+        ));
     runner::mark_ready_when_listable(Api::<Kubeflow>::all(c.clone()), rt.probe.clone());
     controller
         .graceful_shutdown_on(rt.shutdown())

@@ -211,3 +211,66 @@ impl BundleCache {
         Ok(bundle)
     }
 }
+
+/// The (apiVersion, kind) pairs of every document in every version of a
+/// bundle folder, read from top-level `apiVersion:`/`kind:` lines only: what
+/// an operator needs at start (its watches, its RBAC) without parsing
+/// megabytes of YAML it would then keep.
+pub fn type_lines(folder: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    for version in available_versions(folder) {
+        let Ok(entries) = std::fs::read_dir(folder.join(&version)) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            for doc in text.split("\n---") {
+                let field = |key: &str| {
+                    doc.lines()
+                        .find_map(|l| l.strip_prefix(key))
+                        .map(|v| v.trim().trim_matches('"').to_string())
+                };
+                if let (Some(api_version), Some(kind)) = (field("apiVersion: "), field("kind: ")) {
+                    out.insert((api_version, kind));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The plurals the CRDs of a bundle folder give their kinds, by (group,
+/// kind), read from the CRD documents' `group:`, `kind:` and `plural:` lines.
+pub fn crd_plurals(folder: &Path) -> HashMap<(String, String), String> {
+    let mut out = HashMap::new();
+    for version in available_versions(folder) {
+        let Ok(entries) = std::fs::read_dir(folder.join(&version)) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            for doc in text
+                .split("\n---")
+                .filter(|d| d.lines().any(|l| l == "kind: CustomResourceDefinition"))
+            {
+                let field = |key: &str| {
+                    doc.lines()
+                        .find_map(|l| l.strip_prefix(key))
+                        .map(|v| v.trim().trim_matches('"').to_string())
+                };
+                if let (Some(group), Some(kind), Some(plural)) = (
+                    field("  group: "),
+                    field("    kind: "),
+                    field("    plural: "),
+                ) {
+                    out.insert((group, kind), plural);
+                }
+            }
+        }
+    }
+    out
+}

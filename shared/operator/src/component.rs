@@ -160,10 +160,15 @@ pub trait Component: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// Built-in kinds whose changes (by inventory label) trigger a reconcile.
+    /// Kinds the component renders beyond its bundles' (the bundles' are
+    /// all watched): by default the RoleBindings of OpenShift SCC grants.
     /// Only those the operator's RBAC lets it watch are watched.
     fn watched_kinds(&self) -> Vec<GroupVersionKind> {
-        default_watched_kinds()
+        vec![GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+        )]
     }
 
     /// What the operator's RBAC is made of: by default every kind of the
@@ -171,38 +176,6 @@ pub trait Component: Send + Sync + 'static {
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[Self::Resource::COMPONENT])
     }
-}
-
-/// The built-in kinds component bundles contain.
-pub fn default_watched_kinds() -> Vec<GroupVersionKind> {
-    [
-        ("apps", "v1", "Deployment"),
-        ("apps", "v1", "StatefulSet"),
-        ("apps", "v1", "DaemonSet"),
-        ("", "v1", "Service"),
-        ("", "v1", "ServiceAccount"),
-        ("", "v1", "ConfigMap"),
-        ("", "v1", "Secret"),
-        ("", "v1", "PersistentVolumeClaim"),
-        ("rbac.authorization.k8s.io", "v1", "Role"),
-        ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
-        (
-            "admissionregistration.k8s.io",
-            "v1",
-            "MutatingWebhookConfiguration",
-        ),
-        (
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-        ),
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-    ]
-    .into_iter()
-    .map(|(g, v, k)| GroupVersionKind::gvk(g, v, k))
-    .collect()
 }
 
 /// Flags of a component operator.
@@ -334,16 +307,17 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         failures: Mutex::new(HashMap::new()),
     });
     let api: Api<C::Resource> = Api::all(rt.client.clone());
-    let mut controller = Controller::new(api, watcher::Config::default().any_semantic());
+    let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
+        .trigger_backoff(crate::watches::trigger_backoff());
     let selector = format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT);
-    for gvk in watched {
-        let ar = ApiResource::from_gvk(&gvk);
-        controller = controller.watches_with(
+    tracing::info!(kinds = watched.len(), "watching every kind of the bundles");
+    for ar in watched {
+        let stream = crate::watches::isolated(
             Api::<DynamicObject>::all_with(rt.client.clone(), &ar),
-            ar,
             watcher::Config::default().labels(&selector).any_semantic(),
-            owner_of::<C::Resource>,
+            format!("{}/{}", ar.api_version, ar.plural),
         );
+        controller = controller.watches_stream_with(stream, owner_of::<C::Resource>, ar);
     }
     runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
     tracing::info!(operator = %name, "starting controller");
@@ -429,25 +403,20 @@ pub fn every_version(manifests_dir: &std::path::Path, folder: &str) -> Vec<Value
         .collect()
 }
 
-/// The component's watched kinds its RBAC allows watching: a watch the
-/// chart's role does not grant would fail forever.
-fn watchable<C: Component>(
-    component: &C,
-    manifests_dir: &std::path::Path,
-) -> Vec<GroupVersionKind> {
+/// What the operator watches: every kind of its bundles (their roles grant
+/// `watch` on each), and the component's extra kinds its RBAC lets it watch
+/// (a watch the chart's role does not grant would fail forever).
+fn watchable<C: Component>(component: &C, manifests_dir: &std::path::Path) -> Vec<ApiResource> {
     let permissions = component.permissions();
-    // The bundles' kinds get every verb of the engine (watch included); the
-    // rest is what the component's extra rules grant.
-    let kinds = rbac::bundle_kinds(manifests_dir, &permissions);
-    component
-        .watched_kinds()
-        .into_iter()
-        .filter(|gvk| {
-            let plural = ApiResource::from_gvk(gvk).plural;
-            kinds.contains(&gvk.kind)
-                || rbac::allows(&permissions.extra, &gvk.group, &plural, "watch")
-        })
-        .collect()
+    let mut out = crate::watches::bundle_kinds(manifests_dir, &permissions);
+    for gvk in component.watched_kinds() {
+        let ar = ApiResource::from_gvk(&gvk);
+        let covered = out.iter().any(|a| a.group == ar.group && a.kind == ar.kind);
+        if !covered && rbac::allows(&permissions.extra, &ar.group, &ar.plural, "watch") {
+            out.push(ar);
+        }
+    }
+    out
 }
 
 /// Maps a managed object back to its component CR, from its owner labels.

@@ -152,29 +152,22 @@ pub fn component_rules(
 /// files' top-level `kind:` lines: what an operator needs at start to choose
 /// its watches, without parsing megabytes of YAML it would then keep.
 pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet<String> {
-    let mut kinds = BTreeSet::new();
+    bundle_types(manifests_dir, permissions)
+        .into_iter()
+        .map(|(_, kind)| kind)
+        .collect()
+}
+
+/// The (apiVersion, kind) pairs the permissions' bundles hold (every version).
+pub fn bundle_types(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet<(String, String)> {
+    let mut types = BTreeSet::new();
     for folder in &permissions.bundles {
-        let dir = manifests_dir.join(folder);
-        for version in bundle::available_versions(&dir) {
-            let Ok(entries) = std::fs::read_dir(dir.join(&version)) else {
-                continue;
-            };
-            for entry in entries.filter_map(Result::ok) {
-                let Ok(text) = std::fs::read_to_string(entry.path()) else {
-                    continue;
-                };
-                kinds.extend(
-                    text.lines()
-                        .filter_map(|l| l.strip_prefix("kind: "))
-                        .map(|k| k.trim().trim_matches('"').to_string()),
-                );
-            }
-        }
+        types.extend(bundle::type_lines(&manifests_dir.join(folder)));
     }
     if let Some(only) = &permissions.only_kinds {
-        kinds.retain(|k| only.contains(k));
+        types.retain(|(_, k)| only.contains(k));
     }
-    kinds
+    types
 }
 
 /// Plurals of the kinds the objects' CRDs define, by (group, kind).

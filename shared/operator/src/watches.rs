@@ -1,0 +1,189 @@
+//! What an operator watches, and how: every kind its bundles hold (so a
+//! deleted or edited object of any managed kind brings a reconcile), each
+//! watch with its own backoff. kube-runtime's controller backs off all of its
+//! trigger streams together when any one fails; after an API server restart
+//! each watch fails once in turn, and a shared backoff put every watch to
+//! sleep for minutes. Here a watch's errors stay in that watch.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::api::{Api, ApiResource};
+use kube::core::GroupVersionKind;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher;
+
+use crate::bundle;
+use crate::rbac::Permissions;
+
+/// A watch's own backoff: doubling from 200 ms, capped at 5 s, so a kind
+/// whose CRD the operator is installing right now, or a restarted API
+/// server, is watched again within seconds; reset by the next event.
+#[derive(Clone, Debug)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+/// First retry delay.
+const FIRST: Duration = Duration::from_millis(200);
+/// Longest delay between retries.
+const CAP: Duration = Duration::from_secs(5);
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff { next: FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(CAP);
+        Some(now)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = FIRST;
+    }
+}
+
+/// The backoff of the controller's own trigger (its CR kind): the same.
+pub fn trigger_backoff() -> WatchBackoff {
+    WatchBackoff::default()
+}
+
+/// A watch of `api` whose errors are retried by its own backoff and logged,
+/// never passed on: the stream only yields the objects it sees.
+pub fn isolated<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: String,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher::watcher(api, config)
+        .backoff(WatchBackoff::default())
+        .touched_objects()
+        .filter_map(move |r| {
+            let out = match r {
+                Ok(o) => Some(Ok(o)),
+                Err(e) => {
+                    // A kind not served yet (its CRD comes with the bundle) fails until it is.
+                    tracing::debug!(watch = %what, error = %e, "watch failed; retrying on its own backoff");
+                    None
+                }
+            };
+            futures::future::ready(out)
+        })
+}
+
+/// Every kind of the permissions' bundles (every version), one version per
+/// group and kind (the most stable one the bundles use), with the plural the
+/// bundles' CRDs give it.
+pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<ApiResource> {
+    let mut plurals = BTreeMap::new();
+    let mut types = BTreeSet::new();
+    for folder in &permissions.bundles {
+        let dir = manifests_dir.join(folder);
+        types.extend(bundle::type_lines(&dir));
+        plurals.extend(bundle::crd_plurals(&dir));
+    }
+    if let Some(only) = &permissions.only_kinds {
+        types.retain(|(_, k)| only.contains(k));
+    }
+    let mut chosen: BTreeMap<(String, String), GroupVersionKind> = BTreeMap::new();
+    for (api_version, kind) in types {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &kind);
+        let slot = chosen
+            .entry((group.to_string(), kind.clone()))
+            .or_insert_with(|| gvk.clone());
+        if stability(&gvk.version) > stability(&slot.version) {
+            *slot = gvk;
+        }
+    }
+    chosen
+        .into_values()
+        .map(
+            |gvk| match plurals.get(&(gvk.group.clone(), gvk.kind.clone())) {
+                Some(p) => ApiResource::from_gvk_with_plural(&gvk, p),
+                None => ApiResource::from_gvk(&gvk),
+            },
+        )
+        .collect()
+}
+
+/// Orders Kubernetes versions: GA above beta above alpha, then by number.
+fn stability(version: &str) -> (u8, u32, u32) {
+    let rest = version.trim_start_matches('v');
+    let (major, tail) = rest.split_at(
+        rest.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len()),
+    );
+    let major = major.parse().unwrap_or(0);
+    let (level, minor) = if let Some(n) = tail.strip_prefix("beta") {
+        (1, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (0, n.parse().unwrap_or(0))
+    } else {
+        (2, 0)
+    };
+    (level, major, minor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_retries_quickly_and_never_waits_long() {
+        let mut b = WatchBackoff::default();
+        let delays: Vec<u128> = b.by_ref().take(7).map(|d| d.as_millis()).collect();
+        assert_eq!(delays, vec![200, 400, 800, 1600, 3200, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(FIRST));
+    }
+
+    #[test]
+    fn the_most_stable_version_wins() {
+        assert!(stability("v1") > stability("v1beta1"));
+        assert!(stability("v2") > stability("v1"));
+        assert!(stability("v1beta2") > stability("v1beta1"));
+        assert!(stability("v1beta1") > stability("v2alpha1"));
+    }
+
+    #[test]
+    fn every_kind_of_the_bundles_is_watched_with_its_crd_plural() {
+        let root = std::env::temp_dir().join(format!("kubeflow-watches-{}", std::process::id()));
+        let v = root.join("demo/v1");
+        std::fs::create_dir_all(&v).expect("dir");
+        std::fs::write(
+            v.join("a.yaml"),
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: sidecars.networking.istio.io\nspec:\n  group: networking.istio.io\n  names:\n    kind: Sidecar\n    listKind: SidecarList\n    plural: sidecars\n    singular: sidecar\n---\napiVersion: networking.istio.io/v1beta1\nkind: Sidecar\nmetadata: {name: s}\n---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: t}\n---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\n",
+        )
+        .expect("write");
+        let kinds = bundle_kinds(&root, &Permissions::bundles(&["demo"]));
+        let _ = std::fs::remove_dir_all(&root);
+        let names: Vec<String> = kinds
+            .iter()
+            .map(|a| format!("{}/{}", a.api_version, a.plural))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                "apiextensions.k8s.io/v1/customresourcedefinitions",
+                "apps/v1/deployments",
+                "autoscaling/v2/horizontalpodautoscalers",
+                "networking.istio.io/v1/sidecars",
+            ]
+        );
+    }
+}
