@@ -98,6 +98,20 @@ impl OperatorProcess {
         self.terminate();
     }
 
+    /// Kills the process with SIGKILL (a crash: no cleanup runs) and reaps it.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// What its readiness endpoint says ("active", "standby", ...), if it answers.
+    pub async fn readiness(&self) -> Option<String> {
+        http_get(&self.metrics_addr, "/readyz")
+            .await
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
     fn terminate(&mut self) {
         stop_child(&mut self.child);
     }

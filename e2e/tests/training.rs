@@ -361,6 +361,7 @@ async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
     let env = [
         ("LEADER_ELECT", "true"),
         ("POD_NAMESPACE", ns.name.as_str()),
+        ("LEASE_DURATION_SECONDS", "5"),
     ];
     let a = OperatorProcess::start_with_env(OPERATOR, &[], &env);
     let b = OperatorProcess::start_with_env(OPERATOR, &[], &env);
@@ -390,7 +391,54 @@ async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
         (ma > 0.0) != (mb > 0.0),
         "exactly one process reconciles: {ma} and {mb}"
     );
+
+    // Graceful handover: the leader releases the Lease on SIGTERM and the
+    // standby is active within 3 s (not a lease duration later).
+    let (leader, standby) = if a.readiness().await.as_deref() == Some("active") {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let stopped = std::time::Instant::now();
+    leader.stop();
+    wait_for(
+        "the standby to take over",
+        Duration::from_secs(20),
+        || async { (standby.readiness().await.as_deref() == Some("active")).then_some(()) },
+    )
+    .await;
+    let graceful = stopped.elapsed();
+    assert!(
+        graceful < Duration::from_secs(3),
+        "graceful handover took {graceful:?}"
+    );
+
+    // Crash: a SIGKILLed leader keeps the Lease until it expires; a standby
+    // is active within the lease duration (5 s here) and a little.
+    let c = OperatorProcess::start_with_env(OPERATOR, &[], &env);
+    wait_for("a new standby", Duration::from_secs(20), || async {
+        (c.readiness().await.as_deref() == Some("standby")).then_some(())
+    })
+    .await;
+    let killed = std::time::Instant::now();
+    standby.kill();
+    wait_for(
+        "the standby to take over after a crash",
+        Duration::from_secs(30),
+        || async { (c.readiness().await.as_deref() == Some("active")).then_some(()) },
+    )
+    .await;
+    let crash = killed.elapsed();
+    eprintln!("handover: graceful {graceful:?}, crash {crash:?} (lease 5 s)");
+    assert!(
+        crash < Duration::from_secs(8),
+        "crash handover took {crash:?}"
+    );
+    // The new leader reconciles.
+    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
+    wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+
     kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", READY_TIMEOUT).await;
-    drop((a, b));
+    drop(c);
     ns.delete().await;
 }

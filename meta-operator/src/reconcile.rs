@@ -106,6 +106,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
+    rt.release().await;
     Ok(())
 }
 

@@ -326,6 +326,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         .run(reconcile::<C>, error_policy::<C>, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
+    rt.release().await;
     Ok(())
 }
 

@@ -23,6 +23,11 @@ pub struct RunArgs {
     /// Namespace of the leader Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
+    /// Seconds a leader's Lease lasts without renewal: how long a standby
+    /// waits after the leader crashed. (A leader that stops gracefully
+    /// releases it, and a standby takes over at once.)
+    #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(5..=300))]
+    pub lease_duration: u64,
 }
 
 /// What a running operator process holds.
@@ -36,6 +41,9 @@ pub struct Runtime {
     /// The operator's name, e.g. "kubeflow-training-operator".
     pub name: String,
     leadership: Option<watch::Receiver<bool>>,
+    lease_task: Option<
+        tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+    >,
 }
 
 /// Starts tracing, the client, the metrics server and (when asked) waits to
@@ -67,6 +75,7 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
             .with_label_values(&[name, reason]);
     }
     let mut leadership = None;
+    let mut lease_task = None;
     if args.leader_elect {
         probe.set_standby();
         let identity =
@@ -79,16 +88,20 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
             .with_namespace(&args.lease_namespace)
             .with_identity(identity)
             .with_field_manager(field_manager)
+            .with_duration(args.lease_duration)
+            // Renew a third of the way before expiry.
+            .with_grace((args.lease_duration / 3).max(2))
             .build()
             .await
             .context("failed to set up leader election")?;
-        let (mut rx, _task) = manager.watch().await;
         tracing::info!(lease = name, "waiting for leadership");
-        while !*rx.borrow_and_update() {
-            rx.changed().await.context("leader election stopped")?;
-        }
+        acquire(&manager, &client, &args.lease_namespace, name).await?;
         tracing::info!(lease = name, "became leader");
+        // From here the manager renews the Lease in its own task, and
+        // releases it when the last receiver is dropped (see `release`).
+        let (rx, task) = manager.watch().await;
         leadership = Some(rx);
+        lease_task = Some(task);
     }
     metrics.leader.with_label_values(&[name]).set(1);
     Ok(Runtime {
@@ -97,10 +110,67 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         probe,
         name: name.to_string(),
         leadership,
+        lease_task,
     })
 }
 
+/// Waits until this process holds the Lease. The lease manager alone sleeps
+/// until the holder's Lease expires; a watch on the Lease wakes it as soon
+/// as the holder releases it (a graceful shutdown), so a standby takes over
+/// in about a second instead of a lease duration.
+async fn acquire(
+    manager: &kube_lease_manager::LeaseManager,
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
+    let released = watcher(
+        leases,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .applied_objects()
+    .filter_map(|l| {
+        let free = l.ok().map(|l| {
+            l.spec
+                .and_then(|s| s.holder_identity)
+                .is_none_or(|h| h.is_empty())
+        });
+        futures::future::ready(free.filter(|f| *f))
+    });
+    let mut released = std::pin::pin!(released);
+    loop {
+        tokio::select! {
+            r = manager.changed() => {
+                if r.context("leader election failed")? {
+                    return Ok(());
+                }
+            }
+            // Released: try again now, not at the old Lease's expiry.
+            Some(_) = released.next() => {}
+        }
+    }
+}
+
 impl Runtime {
+    /// Gives the Lease up (after the controller stopped), so a standby
+    /// replica takes over at once instead of after the lease duration.
+    pub async fn release(mut self) {
+        drop(self.leadership.take());
+        if let Some(task) = self.lease_task.take() {
+            match tokio::time::timeout(std::time::Duration::from_secs(3), task).await {
+                Ok(Ok(Ok(_))) => tracing::info!("released the leader Lease"),
+                Ok(Ok(Err(e))) => tracing::warn!(error = %e, "failed to release the leader Lease"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "the lease task failed"),
+                Err(_) => tracing::warn!("timed out releasing the leader Lease"),
+            }
+        }
+    }
+
     /// Resolves on SIGTERM, Ctrl-C, or loss of the leader Lease.
     pub fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let leadership = self.leadership.clone();
