@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use kubeflow_operator::api::{DevicePlugin, DevicePlugins, PluginType};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
+use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
 use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject, ListParams};
@@ -65,10 +65,41 @@ fn check_overlaps(plugins: &[DevicePlugin]) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Refuses entries that could share a node with an entry of the same type
+/// in an older `DevicePlugins` CR elsewhere in the cluster (the older one
+/// keeps its nodes; two plugins for one device on one node fight over it).
+fn check_overlaps_with(plugins: &[DevicePlugin], others: &[DevicePlugins]) -> Result<(), Refusal> {
+    for other in others {
+        for a in plugins {
+            if let Some(b) = other.spec.plugins.iter().find(|b| {
+                a.plugin_type == b.plugin_type
+                    && can_overlap(&node_selector(a, None), &node_selector(b, None))
+            }) {
+                return Err(Refusal::new(
+                    reason::INVALID_SPEC,
+                    format!(
+                        "plugin {:?} ({}) can select the same nodes as plugin {:?} of DevicePlugins {}/{}, which was there first; give it disjoint nodeSelectors",
+                        a.name,
+                        a.plugin_type.as_str(),
+                        b.name,
+                        other.namespace().unwrap_or_default(),
+                        other.name_any()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn render_plugin(
     plugin: &DevicePlugin,
     ctx: &RenderContext<'_>,
 ) -> Result<Vec<DynamicObject>, Refusal> {
+    if let Some(image) = &plugin.image {
+        kubeflow_operator::validate::image(&format!("spec.plugins[{}].image", plugin.name), image)
+            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+    }
     let component = format!("device-plugins/{}", plugin.plugin_type.as_str());
     let bundle = ctx.bundle(&component, &plugin.version)?;
     let mut out = Vec::new();
@@ -135,7 +166,28 @@ fn render_plugin(
 #[async_trait]
 impl Component for DevicePluginsComponent {
     type Resource = DevicePlugins;
-    type Inputs = ();
+    /// The other `DevicePlugins` CRs that came first.
+    type Inputs = Vec<DevicePlugins>;
+
+    async fn dereference(
+        &self,
+        cr: &DevicePlugins,
+        client: &Client,
+    ) -> Result<Vec<DevicePlugins>, DereferenceError> {
+        let all: Api<DevicePlugins> = Api::all(client.clone());
+        let list = all
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| DereferenceError::Api("list the DevicePlugins CRs", e))?;
+        let mine = (cr.creation_timestamp(), cr.namespace(), cr.name_any());
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|o| o.metadata.deletion_timestamp.is_none() && o.uid() != cr.uid())
+            // Older first; on a tie, the one named first.
+            .filter(|o| (o.creation_timestamp(), o.namespace(), o.name_any()) < mine)
+            .collect())
+    }
 
     fn permissions(&self) -> Permissions {
         let folders: Vec<String> = [PluginType::NvidiaGpu, PluginType::IntelGpu]
@@ -156,10 +208,11 @@ impl Component for DevicePluginsComponent {
         &self,
         cr: &DevicePlugins,
         ctx: &RenderContext<'_>,
-        _: &(),
+        others: &Vec<DevicePlugins>,
     ) -> Result<Rendered, Refusal> {
         let plugins = &cr.spec.plugins;
         check_overlaps(plugins)?;
+        check_overlaps_with(plugins, others)?;
         let mut objects = Vec::new();
         for p in plugins {
             objects.extend(render_plugin(p, ctx)?);

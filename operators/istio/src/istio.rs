@@ -85,6 +85,7 @@ impl Component for IstioComponent {
             }
         }
         if let Some(overrides) = &spec.mesh_config {
+            crate::mesh::check(overrides).map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
             let cm = objects
                 .iter_mut()
                 .find(|o| {

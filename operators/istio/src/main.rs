@@ -1,6 +1,7 @@
 //! kubeflow-istio-operator: installs the Istio control plane from `Istio` custom resources.
 
 mod istio;
+mod mesh;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -2,15 +2,16 @@
 //! cert-manager or generated), the `inferenceservice-config` ConfigMap, and
 //! its ClusterServingRuntimes.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kubeflow_operator::api::components::serving::{CertificateSource, DeploymentMode};
 use kubeflow_operator::api::{Platform, Serving};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs::{self, WebhookCert};
-use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
+use kubeflow_operator::component::{
+    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
+};
 use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
-use kubeflow_operator::kube::api::{Api, DynamicObject};
+use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
@@ -26,6 +27,8 @@ const CONFIG: &str = "inferenceservice-config";
 /// The OpenShift SCC the controller's ServiceAccount is granted.
 const SCC: &str = "nonroot-v2";
 const CERT_MANAGER_CRD: &str = "certificates.cert-manager.io";
+/// Serverless mode runs InferenceServices as Knative Services.
+const KNATIVE_CRD: &str = "services.serving.knative.dev";
 const INJECT: &str = "cert-manager.io/inject-ca-from";
 
 /// The Serving component.
@@ -77,20 +80,22 @@ impl Component for ServingComponent {
         client: &Client,
     ) -> Result<Option<WebhookCert>, DereferenceError> {
         let ns = cr.namespace().unwrap_or_default();
+        if cr.spec.deployment_mode == Some(DeploymentMode::Serverless) {
+            require_crd(
+                client,
+                KNATIVE_CRD,
+                "spec.deploymentMode is Serverless but Knative Serving is not installed; install it or use RawDeployment",
+            )
+            .await?;
+        }
         match source(cr) {
             CertificateSource::CertManager => {
-                let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-                let present = crds
-                    .get_opt(CERT_MANAGER_CRD)
-                    .await
-                    .map_err(|e| DereferenceError::Api("look for cert-manager", e))?;
-                if present.is_none() {
-                    return Err(Refusal::new(
-                        reason::PREREQUISITE_MISSING,
-                        "spec.certificates is cert-manager but cert-manager is not installed (no certificates.cert-manager.io CRD); install it or use self-signed",
-                    )
-                    .into());
-                }
+                require_crd(
+                    client,
+                    CERT_MANAGER_CRD,
+                    "spec.certificates is cert-manager but cert-manager is not installed; install it or use self-signed",
+                )
+                .await?;
                 Ok(None)
             }
             CertificateSource::SelfSigned => {

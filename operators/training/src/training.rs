@@ -7,11 +7,15 @@
 //! Secret empty, as upstream does, and never writes its data or the
 //! caBundle: both are the controller's.
 
+use kubeflow_operator::api::components::training::GangScheduler;
 use kubeflow_operator::api::{JobKind, Training};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs;
-use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
+use kubeflow_operator::component::{
+    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
+};
 use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
@@ -39,6 +43,26 @@ fn job_kind_of(crd: &DynamicObject) -> Option<JobKind> {
 impl Component for TrainingComponent {
     type Resource = Training;
     type Inputs = ();
+
+    async fn dereference(&self, cr: &Training, client: &Client) -> Result<(), DereferenceError> {
+        // The gang scheduler's PodGroup kind must exist, or every gang-scheduled job fails.
+        let needed = cr.spec.gang_scheduler.map(|g| match g {
+            GangScheduler::Volcano => ("podgroups.scheduling.volcano.sh", "Volcano"),
+            GangScheduler::SchedulerPlugins => (
+                "podgroups.scheduling.x-k8s.io",
+                "the scheduler-plugins coscheduling plugin",
+            ),
+        });
+        if let Some((crd, what)) = needed {
+            require_crd(
+                client,
+                crd,
+                &format!("spec.gangScheduler needs {what}, which is not installed; install it or leave gangScheduler unset"),
+            )
+            .await?;
+        }
+        Ok(())
+    }
 
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&["training"]).with(rbac::openshift_scc(&[SCC]))
@@ -99,10 +123,8 @@ impl Component for TrainingComponent {
             }
         }
         let scheduler = spec.gang_scheduler.map(|g| match g {
-            kubeflow_operator::api::components::training::GangScheduler::Volcano => "volcano",
-            kubeflow_operator::api::components::training::GangScheduler::SchedulerPlugins => {
-                "scheduler-plugins"
-            }
+            GangScheduler::Volcano => "volcano",
+            GangScheduler::SchedulerPlugins => "scheduler-plugins",
         });
         if scheduler.is_some() {
             transform::set_arg(&mut objects, WORKLOAD, "--gang-scheduler-name", scheduler);

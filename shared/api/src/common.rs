@@ -14,6 +14,13 @@ pub const PLATFORM_GROUP: &str = "platform.kubeflow.org";
 /// The one version all kinds are served at.
 pub const API_VERSION: &str = "v1alpha1";
 
+/// The grammar of an OCI image reference (distribution's `reference`
+/// package: `[domain[:port]/]path[:tag][@digest]`), as the CRDs check it
+/// and the operators check it again.
+pub const IMAGE_PATTERN: &str = r"^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?$";
+/// The longest image reference accepted.
+pub const IMAGE_MAX_LENGTH: usize = 512;
+
 /// The cluster flavour a component renders for.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum Platform {
@@ -49,6 +56,14 @@ pub struct CommonSpec {
     pub version: Option<String>,
     /// Image overrides by container name, e.g. {"training-operator": "registry.example/training:v1"}.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend(
+        "maxProperties" = 32,
+        "additionalProperties" = {
+            "type": "string",
+            "maxLength": 512,
+            "pattern": "^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?$"
+        }
+    ))]
     pub images: BTreeMap<String, String>,
     /// Replicas of the component's controller workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,6 +102,10 @@ pub struct WorkloadStatus {
     pub ready: i32,
     /// Whether the workload counts as available.
     pub available: bool,
+    /// Why it is not available, when the workload or its pods say
+    /// (ReplicaFailure, ProgressDeadlineExceeded, ImagePullBackOff, CrashLoopBackOff, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// An object a prune kept and let go of (a volume a new version no longer
@@ -142,4 +161,24 @@ pub struct SecretKeyRef {
     /// Key in the Secret.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn the_crds_check_images_with_the_shared_grammar() {
+        let crd = serde_json::to_string(&crate::Training::crd()).expect("crd");
+        let pattern = serde_json::to_string(super::IMAGE_PATTERN).expect("json");
+        assert!(
+            crd.contains(pattern.trim_matches('"')),
+            "the images map uses IMAGE_PATTERN"
+        );
+        let dp = serde_json::to_string(&crate::DevicePlugins::crd()).expect("crd");
+        assert!(
+            dp.contains(pattern.trim_matches('"')),
+            "a plugin image uses IMAGE_PATTERN"
+        );
+    }
 }

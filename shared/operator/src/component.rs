@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
 use crate::bundle::{Bundle, BundleCache, BundleError};
 use crate::cleanup;
-use crate::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
+use crate::conditions::{self, reason};
 use crate::health;
 use crate::inventory::{self, Inventory};
 use crate::kinds::kind;
@@ -79,6 +79,23 @@ pub enum DereferenceError {
 impl From<Refusal> for DereferenceError {
     fn from(r: Refusal) -> Self {
         DereferenceError::Refused(r)
+    }
+}
+
+/// Refuses (PrerequisiteMissing) unless the CRD `crd` is installed: a
+/// setting that needs another project (cert-manager, Knative, Volcano) is
+/// checked before anything is applied. `why` names the setting and what to do.
+pub async fn require_crd(client: &Client, crd: &str, why: &str) -> Result<(), DereferenceError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.get_opt(crd).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Refusal::new(
+            reason::PREREQUISITE_MISSING,
+            format!("{why} (no {crd} CRD)"),
+        )
+        .into()),
+        Err(e) => Err(DereferenceError::Api("look for a prerequisite CRD", e)),
     }
 }
 
@@ -230,6 +247,38 @@ struct Context<C: Component> {
     name: String,
     detected_platform: Mutex<Option<Platform>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Per CR: the last apply failure's message and how often in a row it came.
+    last_failure: Mutex<HashMap<String, (String, u32)>>,
+}
+
+impl<C: Component> Context<C> {
+    fn key(cr: &C::Resource) -> String {
+        format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any())
+    }
+
+    /// Counts this failure: how many times in a row the CR's apply failed with this message.
+    fn repeats(&self, cr: &C::Resource, message: &str) -> u32 {
+        let Ok(mut m) = self.last_failure.lock() else {
+            return 1;
+        };
+        let entry = m.entry(Self::key(cr)).or_insert_with(|| (String::new(), 0));
+        if entry.0 == message {
+            entry.1 = entry.1.saturating_add(1);
+        } else {
+            *entry = (message.to_string(), 1);
+        }
+        entry.1
+    }
+
+    /// A success or a refusal ends a run of failures (and its backoff).
+    fn forget_failures(&self, cr: &C::Resource) {
+        if let Ok(mut f) = self.failures.lock() {
+            f.remove(&Self::key(cr));
+        }
+        if let Ok(mut m) = self.last_failure.lock() {
+            m.remove(&Self::key(cr));
+        }
+    }
 }
 
 /// The operator's name for a component: `kubeflow-<component>-operator`.
@@ -305,6 +354,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         name: name.clone(),
         detected_platform: Mutex::new(None),
         failures: Mutex::new(HashMap::new()),
+        last_failure: Mutex::new(HashMap::new()),
     });
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
@@ -450,9 +500,9 @@ fn error_policy<C: Component>(
         return Action::requeue(Duration::from_millis(500));
     }
     tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
-    // Exponential backoff from 1 s to 5 minutes.
+    // From 1 s, doubling, capped at 5 minutes (reached at the 10th failure).
     Action::requeue(
-        Duration::from_secs(1u64 << n.min(8).saturating_sub(1)).min(Duration::from_secs(300)),
+        Duration::from_secs(1u64 << n.min(10).saturating_sub(1)).min(Duration::from_secs(300)),
     )
 }
 
@@ -597,39 +647,31 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
             };
             return refuse(cr, ctx, old, status, Refusal::new(r, e.to_string())).await;
         }
-        Err(e) if e.is_permission_denied() => {
-            // Not passing: Degraded until someone grants the permission; the
-            // retries continue so a fixed role takes effect by itself.
-            let message = format!("the operator's RBAC does not allow this: {e}");
-            for (type_, value) in [(DEGRADED, true), (READY, false)] {
-                conditions::set(
-                    &mut status.conditions,
-                    type_,
-                    value,
-                    reason::PERMISSION_DENIED,
-                    &message,
-                    generation,
-                );
-            }
-            write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
-            return Err(e.into());
-        }
         Err(e) => {
-            conditions::set(
-                &mut status.conditions,
-                DEGRADED,
-                false,
-                reason::API_ERROR,
-                &e.to_string(),
-                generation,
-            );
+            // Never green while the apply fails: Ready false at this
+            // generation with the API's message; Degraded once the same
+            // failure repeats (a missing permission at once: a person must
+            // grant it). The retries go on, so a fix takes effect by itself.
+            let (r, message) = if e.is_permission_denied() {
+                (
+                    reason::PERMISSION_DENIED,
+                    format!("the operator's RBAC does not allow this: {e}"),
+                )
+            } else {
+                (reason::API_ERROR, e.to_string())
+            };
+            let repeats = if e.is_permission_denied() {
+                crate::status::REPEATS_BEFORE_DEGRADED
+            } else {
+                ctx.repeats(cr, &message)
+            };
+            crate::status::failed(r, &message, repeats).apply(&mut status.conditions, generation);
             write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
+            record_gauges(cr, ctx, &status, false);
             return Err(e.into());
         }
     };
-    if let Ok(mut f) = ctx.failures.lock() {
-        f.remove(&format!("{ns}/{}", cr.name_any()));
-    }
+    ctx.forget_failures(cr);
 
     // A missing or changed object at a generation already reconciled is drift.
     if old.observed_generation == generation
@@ -659,55 +701,19 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
 
     status.released = released(cr, ctx, &old.released, &outcome).await?;
 
-    let health = health::assess(&outcome.live);
+    let mut health = health::assess(&outcome.live);
+    add_pod_problems(&ctx.client, &outcome.live, &mut health).await;
     let ready = health.ready();
     status.version = Some(rendered.version.clone());
     status.managed_objects = Some(outcome.live.len() as i64);
     status.workloads = health.workloads.clone();
-    conditions::set(
-        &mut status.conditions,
-        DEGRADED,
-        false,
-        reason::AS_EXPECTED,
-        "",
-        generation,
-    );
-    if ready {
-        conditions::set(
-            &mut status.conditions,
-            READY,
-            true,
-            reason::READY,
-            &format!("{} objects applied and ready", outcome.live.len()),
-            generation,
-        );
-        conditions::set(
-            &mut status.conditions,
-            PROGRESSING,
-            false,
-            reason::READY,
-            "",
-            generation,
-        );
+    let message = if ready {
+        format!("{} objects applied and ready", outcome.live.len())
     } else {
-        let msg = format!("waiting for {}", health.waiting.join(", "));
-        conditions::set(
-            &mut status.conditions,
-            READY,
-            false,
-            reason::WORKLOADS_NOT_READY,
-            &msg,
-            generation,
-        );
-        conditions::set(
-            &mut status.conditions,
-            PROGRESSING,
-            true,
-            reason::WORKLOADS_NOT_READY,
-            &msg,
-            generation,
-        );
-    }
+        format!("waiting for {}", health.waiting.join(", "))
+    };
+    crate::status::applied(ready, reason::READY, reason::WORKLOADS_NOT_READY, &message)
+        .apply(&mut status.conditions, generation);
     let extra = ctx
         .component
         .extra_status(cr, &outcome.live, &ctx.client)
@@ -720,6 +726,56 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
     } else {
         Duration::from_secs(30)
     }))
+}
+
+/// For workloads not available whose own conditions say nothing, what their
+/// pods say (an image that cannot be pulled, a crash loop). Best effort: a
+/// failed read leaves the health as it was.
+async fn add_pod_problems(client: &Client, live: &[DynamicObject], health: &mut health::Health) {
+    for w in health
+        .workloads
+        .iter_mut()
+        .filter(|w| !w.available && w.problem.is_none())
+    {
+        let Some(selector) = live
+            .iter()
+            .find(|o| kind(o) == w.kind && o.metadata.name.as_deref() == Some(w.name.as_str()))
+            .and_then(|o| o.data.pointer("/spec/selector/matchLabels"))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        let labels: Vec<String> = selector
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+            .collect();
+        let pods: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &w.namespace,
+            &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")),
+        );
+        let Ok(list) = pods
+            .list(&kube::api::ListParams::default().labels(&labels.join(",")))
+            .await
+        else {
+            continue;
+        };
+        let values: Vec<Value> = list
+            .items
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect();
+        if let Some(problem) = health::pod_problem(&values) {
+            let prefix = format!("{} {} (", w.kind, w.name);
+            for line in health.waiting.iter_mut().filter(|l| l.starts_with(&prefix)) {
+                *line = format!(
+                    "{} {} ({}/{} ready; {problem})",
+                    w.kind, w.name, w.ready, w.desired
+                );
+            }
+            w.problem = Some(problem);
+        }
+    }
 }
 
 /// The status list of released objects: the earlier entries whose objects
@@ -816,30 +872,9 @@ async fn refuse<C: Component>(
         .reconcile_errors_total
         .with_label_values(&[&ctx.name, refusal.reason])
         .inc();
-    conditions::set(
-        &mut status.conditions,
-        DEGRADED,
-        true,
-        refusal.reason,
-        &refusal.message,
-        generation,
-    );
-    conditions::set(
-        &mut status.conditions,
-        READY,
-        false,
-        refusal.reason,
-        &refusal.message,
-        generation,
-    );
-    conditions::set(
-        &mut status.conditions,
-        PROGRESSING,
-        false,
-        refusal.reason,
-        "",
-        generation,
-    );
+    crate::status::refused(refusal.reason, &refusal.message)
+        .apply(&mut status.conditions, generation);
+    ctx.forget_failures(cr);
     write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
     ctx.metrics.record_component(
         &ComponentRef {

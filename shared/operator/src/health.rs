@@ -84,6 +84,62 @@ pub fn workload(obj: &DynamicObject) -> Option<WorkloadStatus> {
         desired: i32::try_from(desired).unwrap_or(i32::MAX),
         ready: i32::try_from(ready).unwrap_or(i32::MAX),
         available,
+        problem: if available {
+            None
+        } else {
+            workload_problem(obj)
+        },
+    })
+}
+
+/// What a workload's own conditions say is wrong: a ReplicaSet that cannot
+/// create pods, or a rollout past its deadline.
+fn workload_problem(obj: &DynamicObject) -> Option<String> {
+    let conditions = obj.data.pointer("/status/conditions")?.as_array()?;
+    let text = |c: &Value, k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    conditions.iter().find_map(|c| {
+        let (t, status, reason) = (text(c, "type"), text(c, "status"), text(c, "reason"));
+        let failed = (t == "ReplicaFailure" && status == "True")
+            || (t == "Progressing" && status == "False" && reason == "ProgressDeadlineExceeded");
+        failed.then(|| {
+            let why = if reason.is_empty() { t } else { reason };
+            format!("{why}: {}", text(c, "message"))
+        })
+    })
+}
+
+/// Waiting reasons of pods' containers that mean they will not start by
+/// themselves (image pull errors, crash loops, bad configuration).
+const STUCK: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// The first stuck container among a workload's pods, as "Reason: message (pod/container)".
+pub fn pod_problem(pods: &[Value]) -> Option<String> {
+    pods.iter().find_map(|pod| {
+        let name = pod
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .filter_map(|k| pod.pointer(&format!("/status/{k}"))?.as_array())
+            .flatten()
+            .find_map(|cs| {
+                let waiting = cs.pointer("/state/waiting")?;
+                let reason = waiting.get("reason")?.as_str()?;
+                STUCK.contains(&reason).then(|| {
+                    let message = waiting.get("message").and_then(Value::as_str).unwrap_or("");
+                    let container = cs.get("name").and_then(Value::as_str).unwrap_or("");
+                    format!("{reason}: {message} ({name}/{container})")
+                })
+            })
     })
 }
 
@@ -110,10 +166,13 @@ pub fn assess(live: &[DynamicObject]) -> Health {
         let name = obj.metadata.name.clone().unwrap_or_default();
         if let Some(w) = workload(obj) {
             if !w.available {
-                h.waiting.push(format!(
-                    "{} {} ({}/{} ready)",
-                    w.kind, w.name, w.ready, w.desired
-                ));
+                h.waiting.push(match &w.problem {
+                    Some(p) => format!(
+                        "{} {} ({}/{} ready; {p})",
+                        w.kind, w.name, w.ready, w.desired
+                    ),
+                    None => format!("{} {} ({}/{} ready)", w.kind, w.name, w.ready, w.desired),
+                });
             }
             h.workloads.push(w);
         } else if kind(obj) == "CustomResourceDefinition" && !crd_established(obj) {
@@ -126,4 +185,72 @@ pub fn assess(live: &[DynamicObject]) -> Health {
     h.workloads
         .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> DynamicObject {
+        serde_json::from_value(v).expect("object")
+    }
+
+    #[test]
+    fn workloads_say_why_they_are_not_available() {
+        let stuck = obj(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n", "generation": 1},
+            "spec": {"replicas": 1},
+            "status": {"observedGeneration": 1, "conditions": [
+                {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"},
+                {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "exceeded quota"}]}
+        }));
+        let h = assess(&[stuck]);
+        assert!(!h.ready());
+        assert_eq!(
+            h.workloads[0].problem.as_deref(),
+            Some("FailedCreate: exceeded quota")
+        );
+        assert_eq!(
+            h.waiting,
+            vec!["Deployment d (0/1 ready; FailedCreate: exceeded quota)"]
+        );
+
+        let late = obj(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "generation": 2},
+            "spec": {"replicas": 2},
+            "status": {"observedGeneration": 2, "readyReplicas": 1, "conditions": [
+                {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "too slow"}]}
+        }));
+        assert_eq!(
+            workload(&late).and_then(|w| w.problem).as_deref(),
+            Some("ProgressDeadlineExceeded: too slow")
+        );
+
+        let fine = obj(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "generation": 1},
+            "spec": {"replicas": 1},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+        }));
+        let w = workload(&fine).expect("workload");
+        assert!(w.available && w.problem.is_none());
+    }
+
+    #[test]
+    fn stuck_pods_are_named() {
+        let pods = vec![
+            json!({"metadata": {"name": "ok"}, "status": {"containerStatuses": [{"name": "c", "state": {"running": {}}}]}}),
+            json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [
+                {"name": "app", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]}}),
+        ];
+        assert_eq!(
+            pod_problem(&pods).as_deref(),
+            Some("ImagePullBackOff: Back-off pulling image (p/app)")
+        );
+        let starting = vec![
+            json!({"metadata": {"name": "q"}, "status": {"containerStatuses": [
+            {"name": "c", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}),
+        ];
+        assert_eq!(pod_problem(&starting), None, "starting is not stuck");
+    }
 }

@@ -21,6 +21,7 @@ pub mod runner;
 pub mod status;
 pub mod telemetry;
 pub mod transform;
+pub mod validate;
 pub mod watches;
 
 // Operators use these through the library so they never pin their own versions.

@@ -142,6 +142,8 @@ pub fn component_rules(
         &["customresourcedefinitions"],
         READ,
     ));
+    // Pods are read to say why a workload is not available.
+    rules.push(rule("", &["pods"], &["get", "list"]));
     // Events on the component CR: what a prune kept and why.
     rules.push(rule("events.k8s.io", &["events"], &["create", "patch"]));
     rules.extend(permissions.extra.iter().cloned());

@@ -7,7 +7,7 @@ use kubeflow_api::{CommonSpec, Platform};
 
 use crate::component::Refusal;
 use crate::conditions::reason;
-use crate::{openshift, transform};
+use crate::{openshift, transform, validate};
 
 /// Where a component's objects go and which workloads the common spec targets.
 pub struct Placement<'a> {
@@ -27,6 +27,14 @@ pub fn apply_common(
     placement: &Placement<'_>,
     platform: Platform,
 ) -> Result<(), Refusal> {
+    for (container, image) in &common.images {
+        validate::image(&format!("spec.images.{container}"), image)
+            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+    }
+    if let Some(r) = &common.resources {
+        validate::resources("spec.resources", r)
+            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+    }
     transform::set_namespace(objects, placement.target, placement.from_namespaces);
     let unmatched = transform::set_images(objects, &common.images);
     if !unmatched.is_empty() {

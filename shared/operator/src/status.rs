@@ -25,3 +25,157 @@ where
     .await?;
     Ok(())
 }
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
+
+/// How many identical failures in a row make a passing error `Degraded`:
+/// one API error is weather, three of the same are a fault a person should see.
+pub const REPEATS_BEFORE_DEGRADED: u32 = 3;
+
+/// Ready, Progressing and Degraded of a CR at `generation`, set together.
+pub struct Verdict<'a> {
+    /// Ready's status.
+    pub ready: bool,
+    /// Progressing's status.
+    pub progressing: bool,
+    /// Degraded's status.
+    pub degraded: bool,
+    /// The reason all three carry (Degraded carries `AsExpected` when false).
+    pub reason: &'a str,
+    /// The message of Ready and Progressing (and Degraded when true).
+    pub message: &'a str,
+}
+
+impl Verdict<'_> {
+    /// Writes the three conditions (a condition's transition time moves
+    /// only when its status does).
+    pub fn apply(&self, conds: &mut Vec<Condition>, generation: Option<i64>) {
+        let progressing_message = if self.progressing { self.message } else { "" };
+        conditions::set(
+            conds,
+            READY,
+            self.ready,
+            self.reason,
+            self.message,
+            generation,
+        );
+        conditions::set(
+            conds,
+            PROGRESSING,
+            self.progressing,
+            self.reason,
+            progressing_message,
+            generation,
+        );
+        if self.degraded {
+            conditions::set(conds, DEGRADED, true, self.reason, self.message, generation);
+        } else {
+            conditions::set(conds, DEGRADED, false, reason::AS_EXPECTED, "", generation);
+        }
+    }
+}
+
+/// Input a person must fix: not Ready, Degraded, not Progressing.
+pub fn refused<'a>(reason: &'a str, message: &'a str) -> Verdict<'a> {
+    Verdict {
+        ready: false,
+        progressing: false,
+        degraded: true,
+        reason,
+        message,
+    }
+}
+
+/// An apply that failed: never Ready, whatever was true before. Still
+/// progressing (it is retried), and Degraded once the same failure repeats.
+pub fn failed<'a>(reason: &'a str, message: &'a str, repeats: u32) -> Verdict<'a> {
+    Verdict {
+        ready: false,
+        progressing: true,
+        degraded: repeats >= REPEATS_BEFORE_DEGRADED,
+        reason,
+        message,
+    }
+}
+
+/// Applied: Ready when every workload is, else progressing towards it.
+pub fn applied<'a>(
+    ready: bool,
+    ready_reason: &'a str,
+    waiting_reason: &'a str,
+    message: &'a str,
+) -> Verdict<'a> {
+    Verdict {
+        ready,
+        progressing: !ready,
+        degraded: false,
+        reason: if ready { ready_reason } else { waiting_reason },
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get<'a>(c: &'a [Condition], t: &str) -> (&'a str, &'a str, &'a str) {
+        let c = conditions::get(c, t).expect("condition");
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn a_failed_apply_is_never_ready_and_repeats_become_degraded() {
+        let mut c = Vec::new();
+        applied(
+            true,
+            reason::READY,
+            reason::WORKLOADS_NOT_READY,
+            "12 objects",
+        )
+        .apply(&mut c, Some(1));
+        assert_eq!(get(&c, READY).0, "True");
+        failed(reason::API_ERROR, "500: quantities must match", 1).apply(&mut c, Some(2));
+        assert_eq!(
+            get(&c, READY),
+            ("False", "ApiError", "500: quantities must match")
+        );
+        assert_eq!(
+            get(&c, DEGRADED).0,
+            "False",
+            "one failure is not yet a fault"
+        );
+        assert_eq!(get(&c, PROGRESSING).0, "True");
+        failed(reason::API_ERROR, "500: quantities must match", 3).apply(&mut c, Some(2));
+        assert_eq!(
+            get(&c, DEGRADED),
+            ("True", "ApiError", "500: quantities must match")
+        );
+        assert!(c.iter().all(|x| x.observed_generation == Some(2)));
+    }
+
+    #[test]
+    fn refusals_and_success() {
+        let mut c = Vec::new();
+        refused(reason::INVALID_SPEC, "bad image").apply(&mut c, Some(3));
+        assert_eq!(get(&c, DEGRADED), ("True", "InvalidSpec", "bad image"));
+        assert_eq!(get(&c, PROGRESSING), ("False", "InvalidSpec", ""));
+        applied(
+            false,
+            reason::READY,
+            reason::WORKLOADS_NOT_READY,
+            "waiting for x",
+        )
+        .apply(&mut c, Some(4));
+        assert_eq!(
+            get(&c, READY),
+            ("False", "WorkloadsNotReady", "waiting for x")
+        );
+        assert_eq!(get(&c, DEGRADED), ("False", "AsExpected", ""));
+        assert_eq!(
+            get(&c, PROGRESSING),
+            ("True", "WorkloadsNotReady", "waiting for x")
+        );
+    }
+}

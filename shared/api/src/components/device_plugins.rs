@@ -60,6 +60,12 @@ pub struct DevicePlugin {
     pub version: String,
     /// Image override of the plugin container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 512),
+        regex(
+            pattern = r"^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?$"
+        )
+    )]
     pub image: Option<String>,
     /// Nodes to run on. Default: the vendor's node-feature label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +75,7 @@ pub struct DevicePlugin {
     pub tolerations: Option<Vec<Toleration>>,
     /// Extra arguments of the plugin container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), extend("items" = {"type": "string", "maxLength": 1024}))]
     pub args: Option<Vec<String>>,
     /// Intel only: how many containers may share one GPU (`-shared-dev-num`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

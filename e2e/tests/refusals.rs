@@ -1,0 +1,196 @@
+//! Bad input is refused at the door: by the CRD schema where it can be, by
+//! the operator otherwise (a condition naming the field, `Ready=False`, the
+//! ready metric 0), and in both cases nothing of the component is written.
+
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
+use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many objects labelled as the component's exist in the namespace.
+async fn written(client: &kube::Client, ns: &str, component: &str) -> usize {
+    let mut n = 0;
+    for (group, version, kind, plural) in [
+        ("apps", "v1", "Deployment", "deployments"),
+        ("", "v1", "ConfigMap", "configmaps"),
+        ("", "v1", "ServiceAccount", "serviceaccounts"),
+        ("apps", "v1", "DaemonSet", "daemonsets"),
+    ] {
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(group, version, kind),
+            plural,
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+        n += api
+            .list(
+                &ListParams::default()
+                    .labels(&format!("components.kubeflow.org/component={component}")),
+            )
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+    }
+    n
+}
+
+/// Applies a CR the API server must refuse; returns its message.
+fn refused_by_schema(ns: &str, yaml: &str) -> String {
+    let file = std::env::temp_dir().join(format!("kubeflow-refusal-{}.yaml", std::process::id()));
+    std::fs::write(&file, yaml).expect("write");
+    let out = run_tool(
+        "kubectl",
+        &["apply", "-n", ns, "-f", &file.display().to_string()],
+    );
+    let _ = std::fs::remove_file(&file);
+    assert!(!out.status.success(), "accepted: {yaml}");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+async fn refused(api: &Api<DynamicObject>, name: &str, reason: &str, needle: &str) {
+    let cr = wait_condition(api, name, "Degraded", "True", TIMEOUT).await;
+    let (_, r, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    assert_eq!(r, reason, "{message}");
+    assert!(message.contains(needle), "{needle:?} not in {message}");
+    assert_eq!(
+        condition(&cr, "Ready").map(|c| c.0).as_deref(),
+        Some("False")
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_writes_nothing() {
+    let (client, _g) = kubeflow_e2e::component::prepare(
+        &["Training", "Istio", "Serving", "DevicePlugins"],
+        &["training", "istio", "serving", "device-plugins"],
+    )
+    .await;
+    let ns = TestNamespace::new(&client, "refusals").await;
+
+    // The schema: an image with a leading space, a 100 KB image, 100 plugin arguments.
+    let msg = refused_by_schema(
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: bad-image}\nspec: {version: v1.9.2, images: {training-operator: \" kubeflow/training:v1\"}}\n",
+    );
+    assert!(msg.contains("spec.images.training-operator"), "{msg}");
+    let long = format!("a/{}", "b".repeat(100_000));
+    let msg = refused_by_schema(
+        &ns.name,
+        &format!(
+            "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {{name: long-image}}\nspec: {{version: v1.9.2, images: {{training-operator: \"{long}\"}}}}\n"
+        ),
+    );
+    assert!(
+        msg.contains("Too long") || msg.contains("too long"),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
+    let args: Vec<String> = (0..100).map(|i| format!("-a{i}")).collect();
+    let msg = refused_by_schema(
+        &ns.name,
+        &format!(
+            "apiVersion: components.kubeflow.org/v1alpha1\nkind: DevicePlugins\nmetadata: {{name: many-args}}\nspec:\n  plugins: [{{name: n, type: nvidia-gpu, version: v0.20.0, args: {}}}]\n",
+            serde_json::to_string(&args).expect("json")
+        ),
+    );
+    assert!(msg.contains("args"), "{msg}");
+
+    // The operators: what the schema cannot see.
+    let training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let _istio = OperatorProcess::start("kubeflow-istio-operator", &[]);
+    let _serving = OperatorProcess::start("kubeflow-serving-operator", &[]);
+    let _plugins = OperatorProcess::start("kubeflow-device-plugins-operator", &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+
+    // A quantity the API server would fail on (a 500 before): refused, not green.
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: lots}\nspec: {version: v1.9.2, resources: {limits: {cpu: lots}}}\n").await;
+    refused(
+        &trainings,
+        "lots",
+        "InvalidSpec",
+        "spec.resources.limits.cpu",
+    )
+    .await;
+    let ready = wait_for("the ready metric at 0", TIMEOUT, || async {
+        let m = training.metrics().await;
+        let v = metric_sum(&m, "kubeflow_component_ready", &["name=\"lots\""]);
+        (m.contains("name=\"lots\"") && v == 0.0).then_some(v)
+    })
+    .await;
+    assert_eq!(ready, 0.0);
+    assert_eq!(written(&client, &ns.name, "training").await, 0);
+    trainings
+        .delete("lots", &Default::default())
+        .await
+        .expect("delete");
+    kubeflow_e2e::component::wait_gone(&trainings, "lots", TIMEOUT).await;
+
+    // A gang scheduler that is not installed.
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: volcano}\nspec: {version: v1.9.2, gangScheduler: volcano}\n").await;
+    refused(
+        &trainings,
+        "volcano",
+        "PrerequisiteMissing",
+        "podgroups.scheduling.volcano.sh",
+    )
+    .await;
+    assert_eq!(written(&client, &ns.name, "training").await, 0);
+
+    // Serverless without Knative.
+    let servings = component_api(&client, &ns.name, "Serving");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: serverless}\nspec: {version: v0.16.0, deploymentMode: Serverless}\n").await;
+    refused(&servings, "serverless", "PrerequisiteMissing", "Knative").await;
+    assert_eq!(written(&client, &ns.name, "serving").await, 0);
+
+    // A misspelt mesh setting.
+    let istios = component_api(&client, &ns.name, "Istio");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: typo}\nspec: {version: \"1.29.0\", meshConfig: {accesLogFile: /dev/stdout}}\n").await;
+    refused(&istios, "typo", "InvalidSpec", "did you mean accessLogFile").await;
+    assert_eq!(written(&client, "istio-system", "istio").await, 0);
+
+    // A second DevicePlugins CR whose NVIDIA plugin targets the first one's nodes.
+    let plugins = component_api(&client, &ns.name, "DevicePlugins");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: DevicePlugins\nmetadata: {name: first}\nspec:\n  plugins: [{name: nvidia, type: nvidia-gpu, version: v0.20.0}]\n").await;
+    wait_condition(&plugins, "first", "Ready", "True", TIMEOUT).await;
+    // Created a second later, so the order is certain.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: DevicePlugins\nmetadata: {name: second}\nspec:\n  plugins: [{name: gpus, type: nvidia-gpu, version: v0.19.3}]\n").await;
+    refused(&plugins, "second", "InvalidSpec", "DevicePlugins").await;
+    let daemonsets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("apps", "v1", "DaemonSet"),
+            "daemonsets",
+        ),
+    );
+    let names: Vec<String> = daemonsets
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .collect();
+    assert_eq!(names.len(), 1, "only the first CR's plugin runs: {names:?}");
+    assert_eq!(
+        condition(&plugins.get("first").await.expect("first"), "Ready")
+            .map(|c| c.0)
+            .as_deref(),
+        Some("True")
+    );
+
+    for (api, name) in [
+        (&trainings, "volcano"),
+        (&servings, "serverless"),
+        (&istios, "typo"),
+        (&plugins, "second"),
+        (&plugins, "first"),
+    ] {
+        kubeflow_e2e::component::delete_and_wait(api, name, TIMEOUT).await;
+    }
+    ns.delete().await;
+}

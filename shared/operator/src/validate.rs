@@ -1,0 +1,95 @@
+//! Checks of user input the CRD schemas cannot make (or that must hold even
+//! when a CR was written before the schema had them): image references and
+//! resource quantities. A failure is a refusal naming the field.
+
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kubeflow_api::{IMAGE_MAX_LENGTH, IMAGE_PATTERN};
+use regex::Regex;
+
+use crate::apply::diff::quantity;
+
+fn image_grammar() -> Option<&'static Regex> {
+    static GRAMMAR: OnceLock<Option<Regex>> = OnceLock::new();
+    GRAMMAR
+        .get_or_init(|| Regex::new(IMAGE_PATTERN).ok())
+        .as_ref()
+}
+
+/// Whether `image` is an OCI image reference; the message says why not.
+pub fn image(field: &str, image: &str) -> Result<(), String> {
+    if image.len() > IMAGE_MAX_LENGTH {
+        return Err(format!(
+            "{field}: an image reference of {} characters is longer than {IMAGE_MAX_LENGTH}",
+            image.len()
+        ));
+    }
+    match image_grammar() {
+        Some(g) if g.is_match(image) => Ok(()),
+        _ => Err(format!(
+            "{field}: {image:?} is not an image reference ([registry[:port]/]repository[:tag][@digest], lowercase repository, no spaces)"
+        )),
+    }
+}
+
+/// Whether every request and limit is a Kubernetes quantity.
+pub fn resources(field: &str, r: &ResourceRequirements) -> Result<(), String> {
+    for (part, map) in [("limits", &r.limits), ("requests", &r.requests)] {
+        for (name, q) in map.iter().flatten() {
+            if quantity(&q.0).is_none() {
+                return Err(format!(
+                    "{field}.{part}.{name}: {:?} is not a quantity (e.g. 500m, 2, 512Mi, 1Gi)",
+                    q.0
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_references() {
+        for ok in [
+            "nginx",
+            "library/nginx:1.27",
+            "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.1.0",
+            "localhost:5000/a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "registry.k8s.io/jobset/jobset:v0.10.1",
+            "mirror.example/kserve/kserve-controller:v0.16.0",
+        ] {
+            assert_eq!(image("spec.images.x", ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            " nginx",
+            "nginx ",
+            "Nginx/UPPER:1",
+            "a//b",
+            "a:b:c",
+            "",
+            "nginx@sha256:short",
+        ] {
+            assert!(image("spec.images.x", bad).is_err(), "{bad:?} is refused");
+        }
+        let long = format!("a/{}", "b".repeat(100_000));
+        let err = image("spec.images.x", &long).expect_err("too long");
+        assert!(err.contains("longer than 512"), "{err}");
+    }
+
+    #[test]
+    fn quantities() {
+        let r: ResourceRequirements = serde_json::from_value(serde_json::json!({
+            "limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "lots"}
+        }))
+        .expect("resources");
+        let err = resources("spec.resources", &r).expect_err("lots");
+        assert_eq!(
+            err,
+            "spec.resources.requests.cpu: \"lots\" is not a quantity (e.g. 500m, 2, 512Mi, 1Gi)"
+        );
+    }
+}
