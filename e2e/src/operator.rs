@@ -98,6 +98,11 @@ impl OperatorProcess {
         self.terminate();
     }
 
+    /// Whether the process is still running (not exited).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Kills the process with SIGKILL (a crash: no cleanup runs) and reaps it.
     pub fn kill(mut self) {
         let _ = self.child.kill();

@@ -302,6 +302,53 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"images": null}})).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
 
+    // A managed Service edited so our apply cannot merge (a port moved, so
+    // two ports would share a name) is recreated within a second, while a
+    // deleted Deployment of the same component is repaired too.
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), &ns.name);
+    let edit = json!({"spec": {"ports": [
+        {"name": "monitoring-port", "port": 18080, "targetPort": 8080},
+        {"name": "webhook-server", "port": 443, "protocol": "TCP", "targetPort": 9443}]}});
+    let old_deployment = deployments
+        .get("training-operator")
+        .await
+        .expect("deployment")
+        .uid();
+    let started = Instant::now();
+    services
+        .patch(
+            "training-operator",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&edit),
+        )
+        .await
+        .expect("edit the port");
+    deployments
+        .delete("training-operator", &DeleteParams::background())
+        .await
+        .expect("delete the deployment");
+    wait_for(
+        "the port and the Deployment back",
+        Duration::from_secs(10),
+        || async {
+            let svc = services.get("training-operator").await.ok()?;
+            let ports: Vec<i32> = svc.spec?.ports?.iter().map(|p| p.port).collect();
+            let d = deployments.get_opt("training-operator").await.ok()??;
+            (ports.contains(&8080) && !ports.contains(&18080) && d.uid() != old_deployment)
+                .then_some(())
+        },
+    )
+    .await;
+    let took = started.elapsed();
+    eprintln!("port edit and deletion repaired in {took:?}");
+    assert!(took < Duration::from_secs(1), "repair took {took:?}");
+    let cr = wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    assert_eq!(
+        condition(&cr, "Degraded").map(|c| c.0).as_deref(),
+        Some("False")
+    );
+
     // A restarted operator re-adopts what exists without writing.
     op.stop();
     let op = OperatorProcess::start(OPERATOR, &[]);

@@ -687,6 +687,20 @@ async fn apply<C: Component>(cr: &C::Resource, ctx: &Context<C>) -> Result<Actio
             tracing::info!(object = %what, why, "repaired drift");
         }
     }
+    for what in &outcome.recreated {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "ObjectRecreated".into(),
+            note: Some(format!(
+                "{what}: its live state (changed by someone else) could not take the desired state, so it was deleted and created anew"
+            )),
+            action: "Apply".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+            tracing::warn!(error = %e, "failed to publish an Event");
+        }
+    }
     if !outcome.written.is_empty() {
         ctx.metrics
             .apply_writes_total

@@ -133,6 +133,7 @@ async fn acquire(
         leases,
         watcher::Config::default().fields(&format!("metadata.name={name}")),
     )
+    .default_backoff()
     .applied_objects()
     .filter_map(|l| {
         let free = l.ok().map(|l| {

@@ -3,6 +3,7 @@
 //! inventory members no longer rendered.
 
 pub mod diff;
+mod isolate;
 mod prune;
 
 pub use prune::Released;
@@ -99,6 +100,9 @@ pub struct ApplyOutcome {
     pub created: Vec<String>,
     /// Objects pruned because they are no longer rendered.
     pub pruned: Vec<String>,
+    /// Objects deleted and created anew because their live state refused
+    /// the desired one (see `isolate`).
+    pub recreated: Vec<String>,
     /// Objects no longer rendered that a prune keeps and lets go of (a
     /// volume, a CRD): a person decides when they go.
     pub released: Vec<Released>,
@@ -315,7 +319,7 @@ impl Engine {
                     .is_some_and(|ns| new_namespaces.contains(ns))
             })
             .collect();
-        self.dry_run_all(dry).await?;
+        let recreate = self.dry_run_all(dry).await?;
 
         let new_group_kinds: BTreeSet<String> = planned
             .iter()
@@ -337,8 +341,11 @@ impl Engine {
         }
         let mut applied_keys = BTreeSet::new();
         applied_keys.extend(claim_key);
+        // One object's passing failure does not stop the others: every wave
+        // is applied, and the first failure is returned at the end.
+        let mut first_failure: Option<ApplyError> = None;
         for (wave, items) in waves {
-            let results: Vec<(Planned, Option<DynamicObject>)> =
+            let results: Vec<Result<(Planned, Option<DynamicObject>), ApplyError>> =
                 stream::iter(items.into_iter().map(|mut p| async {
                     if p.resolved.is_none() {
                         p.resolved = Some(
@@ -359,13 +366,27 @@ impl Engine {
                     if p.live.as_ref().is_some_and(skip_reconcile) || !needs_write(&p) {
                         return Ok((p, None));
                     }
-                    let out = self.patch(&p, false).await?;
+                    let out = if recreate.contains(&key(&p.desired)) {
+                        self.recreate(&p).await?
+                    } else {
+                        self.patch(&p, false).await?
+                    };
                     Ok::<_, ApplyError>((p, Some(out)))
                 }))
                 .buffer_unordered(CONCURRENCY)
-                .try_collect()
-                .await?;
-            for (p, written) in results {
+                .collect()
+                .await;
+            let mut ok = Vec::new();
+            for r in results {
+                match r {
+                    Ok(x) => ok.push(x),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "an object failed; applying the others");
+                        first_failure.get_or_insert(e);
+                    }
+                }
+            }
+            for (p, written) in ok {
                 let name = describe(&p.desired);
                 applied_keys.insert(key(&p.desired));
                 match (&p.live, written) {
@@ -375,7 +396,14 @@ impl Engine {
                     }
                     (live, Some(new)) => {
                         if live.is_some() {
-                            if let Some(reason) = why.get(&key(&p.desired)) {
+                            if recreate.contains(&key(&p.desired)) {
+                                outcome.why.insert(
+                                    name.clone(),
+                                    "recreated: the live object could not take the desired state"
+                                        .into(),
+                                );
+                                outcome.recreated.push(name.clone());
+                            } else if let Some(reason) = why.get(&key(&p.desired)) {
                                 outcome.why.insert(name.clone(), reason.clone());
                             }
                             outcome.drifted.push(name.clone())
@@ -402,6 +430,11 @@ impl Engine {
                     self.wait_established(&name).await?;
                 }
             }
+        }
+        // Nothing is pruned after a failure: what failed may be what a prune
+        // would judge no longer rendered.
+        if let Some(e) = first_failure {
+            return Err(e);
         }
 
         let kept = self
@@ -496,20 +529,44 @@ impl Engine {
         }
     }
 
-    async fn dry_run_all(&self, items: Vec<&Planned>) -> Result<(), ApplyError> {
+    /// Dry-runs every write. An object refused as invalid that is valid on
+    /// its own is to be recreated (returned); any other refusal refuses the
+    /// whole apply, so invalid input changes nothing.
+    async fn dry_run_all(
+        &self,
+        items: Vec<&Planned>,
+    ) -> Result<BTreeSet<(String, String, String)>, ApplyError> {
+        // Bounded concurrency by hand: a `stream::iter(..).map(async ..)` over
+        // borrowed items is not provably Send in the controller's future.
+        let mut results: Vec<(&Planned, Result<DynamicObject, ApplyError>)> = Vec::new();
         let mut in_flight = futures::stream::FuturesUnordered::new();
         for p in items {
-            in_flight.push(self.patch(p, true));
+            in_flight.push(async move { (p, self.patch(p, true).await) });
             if in_flight.len() >= CONCURRENCY
                 && let Some(r) = in_flight.next().await
             {
-                r?;
+                results.push(r);
             }
         }
         while let Some(r) = in_flight.next().await {
-            r?;
+            results.push(r);
         }
-        Ok(())
+        let mut recreate = BTreeSet::new();
+        for (p, r) in results {
+            match r {
+                Ok(_) => {}
+                Err(e @ ApplyError::Invalid { .. }) => {
+                    if self.valid_alone(p).await? {
+                        tracing::warn!(object = %describe(&p.desired), error = %e, "the live object cannot take the desired state; it will be recreated");
+                        recreate.insert(key(&p.desired));
+                    } else {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(recreate)
     }
 
     async fn patch(&self, p: &Planned, dry_run: bool) -> Result<DynamicObject, ApplyError> {

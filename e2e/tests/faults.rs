@@ -1,0 +1,172 @@
+//! Faults an operator must live through: the API server killed and
+//! restarted, etcd paused, the operator itself killed in the middle of an
+//! install; and a workload that cannot start, reported with its reason.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, cluster_cmd, wait_for};
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Deletes an object and returns how long until one of that name (another uid) exists.
+async fn repair_time<K>(api: &Api<K>, name: &str, limit: Duration) -> Duration
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let old = api.get(name).await.expect("exists").uid();
+    api.delete(name, &DeleteParams::background())
+        .await
+        .expect("delete");
+    let start = Instant::now();
+    wait_for(&format!("{name} to be recreated"), limit, || async {
+        let o = api.get_opt(name).await.ok()??;
+        (o.uid() != old && o.meta().deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+    start.elapsed()
+}
+
+async fn wait_serving(client: &kube::Client) {
+    wait_for("the API server to serve", TIMEOUT, || async {
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .list(&ListParams::default().limit(1))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash() {
+    let (client, _g) =
+        kubeflow_e2e::component::prepare(&["Training", "Istio"], &["training", "istio"]).await;
+    let ns = TestNamespace::new(&client, "faults").await;
+    let mut training = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let pid = training.pid();
+
+    // The API server killed, back after 5 s: the operator keeps its pid, and
+    // every watch is back within seconds (each retries on its own backoff),
+    // so deletions made after the return are repaired.
+    cluster_cmd(&["kill", "kube-apiserver"]).expect("kill the API server");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    cluster_cmd(&["restart", "kube-apiserver"]).expect("restart the API server");
+    wait_serving(&client).await;
+    let returned = Instant::now();
+    let deployment = repair_time(&deployments, "training-operator", Duration::from_secs(30)).await;
+    let role = repair_time(&roles, "training-operator", Duration::from_secs(30)).await;
+    let since_return = returned.elapsed();
+    eprintln!(
+        "after the API server's return: Deployment {deployment:?}, ClusterRole {role:?}, both within {since_return:?}"
+    );
+    assert!(
+        training.is_running() && training.pid() == pid,
+        "the operator survived"
+    );
+    assert!(
+        since_return < Duration::from_secs(10),
+        "repairs took {since_return:?} after the API server returned"
+    );
+
+    // etcd paused for 20 s: requests hang, then everything resumes.
+    cluster_cmd(&["pause", "etcd"]).expect("pause etcd");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    cluster_cmd(&["resume", "etcd"]).expect("resume etcd");
+    wait_serving(&client).await;
+    let after_pause = repair_time(&deployments, "training-operator", Duration::from_secs(30)).await;
+    eprintln!("after a 20 s etcd pause: Deployment repaired in {after_pause:?}");
+    assert!(after_pause < Duration::from_secs(5), "{after_pause:?}");
+    assert!(training.is_running(), "the operator survived the pause");
+    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // The Istio operator killed 400 ms into an install, then restarted: the
+    // install completes, nothing is created twice or left without its inventory.
+    let istio = OperatorProcess::start("kubeflow-istio-operator", &[]);
+    let istios = component_api(&client, &ns.name, "Istio");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec: {version: \"1.29.0\"}\n").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    istio.kill();
+    let istio = OperatorProcess::start("kubeflow-istio-operator", &[]);
+    let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let id = cr
+        .labels()
+        .get("applyset.kubernetes.io/id")
+        .cloned()
+        .expect("id");
+    let labelled: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "istio-system",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        ),
+    );
+    let mine = labelled
+        .list(&ListParams::default().labels("components.kubeflow.org/component=istio"))
+        .await
+        .expect("list");
+    let mut names: Vec<String> = mine.items.iter().map(|d| d.name_any()).collect();
+    let orphans: Vec<String> = mine
+        .items
+        .iter()
+        .filter(|d| d.labels().get("applyset.kubernetes.io/part-of") != Some(&id))
+        .map(|d| d.name_any())
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "objects outside the inventory: {orphans:?}"
+    );
+    let before = names.len();
+    names.dedup();
+    assert_eq!(names.len(), before, "no duplicates");
+    assert!(names.contains(&"istiod".to_string()), "{names:?}");
+
+    kubeflow_e2e::component::delete_and_wait(&istios, "kubeflow", TIMEOUT).await;
+    kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", TIMEOUT).await;
+    drop(istio);
+    training.stop();
+    ns.delete().await;
+}
+
+/// A Deployment that cannot create pods says why, on the workload and in Ready.
+#[tokio::test]
+async fn a_workload_that_cannot_start_says_why() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
+    let ns = TestNamespace::new(&client, "no-pods").await;
+    // No pod may be created in this namespace.
+    apply_yaml(&client, &ns.name, "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: no-pods}\nspec: {hard: {pods: \"0\"}}\n").await;
+    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let cr = wait_for("the reason to show", TIMEOUT, || async {
+        let cr = trainings.get("kubeflow").await.ok()?;
+        let (s, reason, message, _) = condition(&cr, "Ready")?;
+        (s == "False" && reason == "WorkloadsNotReady" && message.contains("exceeded quota"))
+            .then_some(cr)
+    })
+    .await;
+    let problem = cr
+        .data
+        .pointer("/status/workloads")
+        .and_then(Value::as_array)
+        .and_then(|w| w.first())
+        .and_then(|w| w.get("problem"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    assert!(problem.starts_with("FailedCreate: "), "{problem}");
+    kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}
