@@ -101,3 +101,111 @@ async fn delete_and_time(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The label every managed object carries with the value `kubeflow`; an
+/// edit of it is an edit of a field the operator owns.
+const OWNED_LABEL: &str = "app.kubernetes.io/part-of";
+
+/// For each group-kind the CR's inventory lists (CRDs and Namespaces left
+/// out), edits a field the operator owns on one member and returns how long
+/// until the operator has put it back.
+pub async fn edit_one_of_each_kind(
+    client: &Client,
+    cr: &DynamicObject,
+) -> BTreeMap<String, Duration> {
+    let members = one_member_per_kind(client, cr).await;
+    let mut out = BTreeMap::new();
+    for (gk, (api, name)) in members {
+        let edit = serde_json::json!({"metadata": {"labels": {OWNED_LABEL: "edited"}}});
+        api.patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&edit),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("edit {gk} {name}: {e}"));
+        let start = Instant::now();
+        loop {
+            let back = api
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|o| o.metadata.labels)
+                .and_then(|l| l.get(OWNED_LABEL).cloned())
+                .is_some_and(|v| v == "kubeflow");
+            if back {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{gk} {name} was not repaired within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        out.insert(gk, start.elapsed());
+    }
+    out
+}
+
+async fn one_member_per_kind(
+    client: &Client,
+    cr: &DynamicObject,
+) -> BTreeMap<String, (Api<DynamicObject>, String)> {
+    let labels = cr.metadata.labels.clone().unwrap_or_default();
+    let id = labels
+        .get("applyset.kubernetes.io/id")
+        .cloned()
+        .expect("the CR carries its ApplySet id");
+    let kinds = cr
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .get("applyset.kubernetes.io/contains-group-kinds")
+        .cloned()
+        .unwrap_or_default();
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let mut out = BTreeMap::new();
+    for gk in kinds.split(',').filter(|k| !k.is_empty()) {
+        let (kind, group) = gk.split_once('.').unwrap_or((gk, ""));
+        if matches!(kind, "CustomResourceDefinition" | "Namespace") {
+            continue;
+        }
+        let Some((ar, caps)) = discovery
+            .groups()
+            .filter(|g| g.name() == group)
+            .flat_map(|g| g.recommended_resources())
+            .find(|(ar, _)| ar.kind == kind)
+        else {
+            continue;
+        };
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let Some(member) = all
+            .list(&ListParams::default().labels(&format!("applyset.kubernetes.io/part-of={id}")))
+            .await
+            .expect("list members")
+            .items
+            .into_iter()
+            // The claim ClusterRole carries no part-of label of ours to edit.
+            .find(|m| {
+                m.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.get(OWNED_LABEL).is_some())
+            })
+        else {
+            continue;
+        };
+        let name = member.metadata.name.clone().unwrap_or_default();
+        let api = match (&member.metadata.namespace, caps.scope == Scope::Namespaced) {
+            (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        out.insert(gk.to_string(), (api, name));
+    }
+    out
+}

@@ -91,6 +91,17 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
     let cr = istios.get("kubeflow").await.expect("istio");
     let times = kubeflow_e2e::repair::delete_one_of_each_kind(&client, &cr).await;
     eprintln!("istio repair times by kind: {times:?}");
+    let edits = kubeflow_e2e::repair::edit_one_of_each_kind(&client, &cr).await;
+    eprintln!("istio repair times of an edited owned field by kind: {edits:?}");
+    for kind in times.keys() {
+        assert!(edits.contains_key(kind), "{kind} was not edited");
+    }
+    for (kind, took) in &edits {
+        assert!(
+            *took < Duration::from_secs(1),
+            "an edit of {kind} took {took:?} to be repaired"
+        );
+    }
     for kind in [
         "AuthorizationPolicy.security.istio.io",
         "Gateway.networking.istio.io",

@@ -112,6 +112,45 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
         "the user's edit survives"
     );
 
+    // A field the Kubeflow CR states and then no longer states leaves the
+    // child, and the child's Deployment returns to the bundle's value.
+    kubeflow_e2e::component::merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"components": {"training": {"spec": {"replicas": 2}}}}}),
+    )
+    .await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait_for("replicas 2 on the Deployment", TIMEOUT, || async {
+        (deployments
+            .get("training-operator")
+            .await
+            .ok()?
+            .spec?
+            .replicas
+            == Some(2))
+        .then_some(())
+    })
+    .await;
+    kubeflow_e2e::component::merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"components": {"training": {"spec": {"replicas": null}}}}}),
+    )
+    .await;
+    wait_for(
+        "replicas gone from the child and back to 1",
+        TIMEOUT,
+        || async {
+            let t = trainings.get("kubeflow").await.ok()?;
+            let d = deployments.get("training-operator").await.ok()?;
+            (t.data.pointer("/spec/replicas").is_none() && d.spec?.replicas == Some(1))
+                .then_some(())
+        },
+    )
+    .await;
+
     // Removed: the child goes, and its operator cleans the component up.
     kubeflow_e2e::component::merge(
         &kfs,

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -92,8 +92,26 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
             .is_some()
     );
 
-    // Back to self-signed, Serverless mode, and an upgrade.
+    // Back to self-signed; Serverless mode needs Knative, refused until its
+    // CRD exists (a stand-in here), then applied with an upgrade.
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"certificates": "self-signed", "deploymentMode": "Serverless", "version": "v0.15.2"}})).await;
+    let cr = wait_for("Serverless refused without Knative", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let (s, reason, message, g) = condition(&cr, "Degraded")?;
+        (s == "True"
+            && reason == "PrerequisiteMissing"
+            && g == cr.metadata.generation
+            && message.contains("Knative"))
+        .then_some(cr)
+    })
+    .await;
+    assert_eq!(
+        cr.data.pointer("/status/version"),
+        Some(&json!("v0.15.0")),
+        "nothing moved"
+    );
+    let knative = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: services.serving.knative.dev}\nspec:\n  group: serving.knative.dev\n  scope: Namespaced\n  names: {kind: Service, plural: services, singular: service}\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n";
+    apply_yaml(&client, &ns.name, knative).await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v0.15.2")));
     let deploy = cms
@@ -107,6 +125,11 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     assert!(deploy.contains("\"Serverless\""), "{deploy}");
 
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    crds.delete("services.serving.knative.dev", &Default::default())
+        .await
+        .expect("remove the Knative stand-in");
     assert!(
         vwcs.get_opt("inferenceservice.serving.kserve.io")
             .await

@@ -843,14 +843,66 @@ fn kind_is_apiservice(spec: &serde_json::Map<String, Value>) -> bool {
     spec.contains_key("service") && spec.contains_key("groupPriorityMinimum")
 }
 
+/// Kinds whose change can widen someone's access: the opt-out annotation
+/// never stops their repair (whoever can annotate a ClusterRole could
+/// otherwise make it theirs to widen, and keep it that way).
+const GUARDS_PRIVILEGE: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+    "CustomResourceDefinition",
+    "APIService",
+];
+
+/// Whether a person opted the object out of drift repair
+/// (`components.kubeflow.org/skip-reconcile: "true"`), and may.
 fn skip_reconcile(obj: &DynamicObject) -> bool {
-    obj.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(labels::SKIP_RECONCILE))
-        .is_some_and(|v| v == "true")
+    !GUARDS_PRIVILEGE.contains(&kind(obj))
+        && obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::SKIP_RECONCILE))
+            .is_some_and(|v| v == "true")
 }
 
 fn to_value(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn annotated(kind: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": kind,
+            "metadata": {"name": "x", "annotations": {labels::SKIP_RECONCILE: "true"}},
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn the_opt_out_never_covers_what_guards_privilege() {
+        assert!(skip_reconcile(&annotated("ConfigMap")));
+        assert!(skip_reconcile(&annotated("Deployment")));
+        for k in [
+            "ClusterRole",
+            "RoleBinding",
+            "ValidatingWebhookConfiguration",
+            "CustomResourceDefinition",
+        ] {
+            assert!(
+                !skip_reconcile(&annotated(k)),
+                "{k} is repaired whatever it says"
+            );
+        }
+    }
 }
