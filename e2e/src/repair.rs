@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::discovery::{Discovery, Scope};
 
 /// For each group-kind the CR's inventory lists (CRDs, Namespaces and
@@ -16,75 +16,54 @@ pub async fn delete_one_of_each_kind(
     client: &Client,
     cr: &DynamicObject,
 ) -> BTreeMap<String, Duration> {
-    let labels = cr.metadata.labels.clone().unwrap_or_default();
-    let id = labels
-        .get("applyset.kubernetes.io/id")
-        .cloned()
-        .expect("the CR carries its ApplySet id");
-    let kinds: Vec<String> = cr
-        .metadata
-        .annotations
-        .clone()
-        .unwrap_or_default()
-        .get("applyset.kubernetes.io/contains-group-kinds")
-        .cloned()
-        .unwrap_or_default()
-        .split(',')
-        .filter(|k| !k.is_empty())
-        .map(str::to_string)
-        .collect();
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
     let mut out = BTreeMap::new();
-    for gk in kinds {
-        let (kind, group) = gk.split_once('.').unwrap_or((gk.as_str(), ""));
-        if matches!(
-            kind,
-            "CustomResourceDefinition" | "Namespace" | "PersistentVolumeClaim"
-        ) {
+    for (gk, (api, name)) in one_member_per_kind(client, cr).await {
+        if gk == "PersistentVolumeClaim" {
             continue;
         }
-        let Some((ar, caps)) = discovery
-            .groups()
-            .filter(|g| g.name() == group)
-            .flat_map(|g| g.recommended_resources())
-            .find(|(ar, _)| ar.kind == kind)
-        else {
-            continue;
-        };
-        let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let members = all
-            .list(&ListParams::default().labels(&format!("applyset.kubernetes.io/part-of={id}")))
+        let victim = api
+            .get(&name)
             .await
-            .expect("list members");
-        let Some(victim) = members.items.into_iter().next() else {
-            continue;
-        };
-        out.insert(
-            gk.clone(),
-            delete_and_time(client, &ar, caps.scope == Scope::Namespaced, &victim).await,
-        );
+            .unwrap_or_else(|e| panic!("get {gk} {name}: {e}"));
+        out.insert(gk, delete_and_time(&api, &victim).await);
     }
     out
 }
 
-async fn delete_and_time(
-    client: &Client,
-    ar: &ApiResource,
-    namespaced: bool,
-    victim: &DynamicObject,
-) -> Duration {
+/// Deletes one object of every kind and edits one of every kind; asserts
+/// each comes back within a second and that `kinds` are among them.
+pub async fn assert_every_kind_repaired(client: &Client, cr: &DynamicObject, kinds: &[&str]) {
+    let deleted = delete_one_of_each_kind(client, cr).await;
+    let edited = edit_one_of_each_kind(client, cr).await;
+    eprintln!(
+        "repair after deletion by kind: {deleted:?}\nrepair after an edit of an owned field by kind: {edited:?}"
+    );
+    for kind in kinds {
+        assert!(
+            deleted.contains_key(*kind),
+            "{kind} not among {:?}",
+            deleted.keys()
+        );
+    }
+    for kind in deleted.keys() {
+        assert!(edited.contains_key(kind), "{kind} was not edited");
+    }
+    for (what, times) in [("deletion", &deleted), ("edit", &edited)] {
+        for (kind, took) in times {
+            assert!(
+                *took < Duration::from_secs(1),
+                "{kind} took {took:?} to be repaired after its {what}"
+            );
+        }
+    }
+}
+
+async fn delete_and_time(api: &Api<DynamicObject>, victim: &DynamicObject) -> Duration {
     let name = victim.metadata.name.clone().unwrap_or_default();
-    let api: Api<DynamicObject> = match (&victim.metadata.namespace, namespaced) {
-        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, ar),
-        _ => Api::all_with(client.clone(), ar),
-    };
     let uid = victim.metadata.uid.clone();
     api.delete(&name, &DeleteParams::background())
         .await
-        .unwrap_or_else(|e| panic!("delete {} {name}: {e}", ar.kind));
+        .unwrap_or_else(|e| panic!("delete {name}: {e}"));
     let start = Instant::now();
     loop {
         if let Ok(Some(o)) = api.get_opt(&name).await
@@ -95,8 +74,7 @@ async fn delete_and_time(
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "{} {name} was not recreated within 30 s",
-            ar.kind
+            "{name} was not recreated within 30 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -208,4 +186,36 @@ async fn one_member_per_kind(
         out.insert(gk.to_string(), (api, name));
     }
     out
+}
+
+/// Deletes an object and returns how long until one of that name (another
+/// uid) exists; fails after `limit`.
+pub async fn repair_time<K>(api: &Api<K>, name: &str, limit: Duration) -> Duration
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let old = api.get(name).await.expect("exists").meta().uid.clone();
+    api.delete(name, &DeleteParams::background())
+        .await
+        .expect("delete");
+    let start = Instant::now();
+    crate::wait_for(&format!("{name} to be recreated"), limit, || async {
+        let o = api.get_opt(name).await.ok()??;
+        (o.meta().uid != old && o.meta().deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+    start.elapsed()
+}
+
+/// Waits until the named Deployment asks for `replicas`.
+pub async fn wait_replicas(
+    api: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    replicas: i32,
+    limit: Duration,
+) {
+    crate::wait_for(&format!("{name} at {replicas} replicas"), limit, || async {
+        (api.get(name).await.ok()?.spec?.replicas == Some(replicas)).then_some(())
+    })
+    .await;
 }

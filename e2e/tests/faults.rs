@@ -7,31 +7,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::repair::repair_time;
 use kubeflow_e2e::{TestNamespace, apply_yaml, cluster_cmd, wait_for};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-
-/// Deletes an object and returns how long until one of that name (another uid) exists.
-async fn repair_time<K>(api: &Api<K>, name: &str, limit: Duration) -> Duration
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let old = api.get(name).await.expect("exists").uid();
-    api.delete(name, &DeleteParams::background())
-        .await
-        .expect("delete");
-    let start = Instant::now();
-    wait_for(&format!("{name} to be recreated"), limit, || async {
-        let o = api.get_opt(name).await.ok()??;
-        (o.uid() != old && o.meta().deletion_timestamp.is_none()).then_some(())
-    })
-    .await;
-    start.elapsed()
-}
 
 async fn wait_serving(client: &kube::Client) {
     wait_for("the API server to serve", TIMEOUT, || async {

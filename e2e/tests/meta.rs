@@ -122,17 +122,7 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     .await;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &ns.name);
-    wait_for("replicas 2 on the Deployment", TIMEOUT, || async {
-        (deployments
-            .get("training-operator")
-            .await
-            .ok()?
-            .spec?
-            .replicas
-            == Some(2))
-        .then_some(())
-    })
-    .await;
+    kubeflow_e2e::repair::wait_replicas(&deployments, "training-operator", 2, TIMEOUT).await;
     kubeflow_e2e::component::merge(
         &kfs,
         "kubeflow",

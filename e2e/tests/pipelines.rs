@@ -108,35 +108,15 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"volumePolicy": null}})).await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     // Every managed kind is watched at 2.15.0 (NetworkPolicy and PriorityClass included).
-    let times = kubeflow_e2e::repair::delete_one_of_each_kind(&client, &cr).await;
-    eprintln!("pipelines repair times by kind: {times:?}");
-    let edits = kubeflow_e2e::repair::edit_one_of_each_kind(&client, &cr).await;
-    eprintln!("pipelines repair times of an edited owned field by kind: {edits:?}");
-    for kind in times.keys() {
-        assert!(edits.contains_key(kind), "{kind} was not edited");
-    }
-    for (kind, took) in &edits {
-        assert!(
-            *took < Duration::from_secs(1),
-            "an edit of {kind} took {took:?} to be repaired"
-        );
-    }
-    for kind in [
-        "NetworkPolicy.networking.k8s.io",
-        "PriorityClass.scheduling.k8s.io",
-    ] {
-        assert!(
-            times.contains_key(kind),
-            "{kind} not among {:?}",
-            times.keys()
-        );
-    }
-    for (kind, took) in &times {
-        assert!(
-            *took < Duration::from_secs(1),
-            "{kind} took {took:?} to come back"
-        );
-    }
+    kubeflow_e2e::repair::assert_every_kind_repaired(
+        &client,
+        &cr,
+        &[
+            "NetworkPolicy.networking.k8s.io",
+            "PriorityClass.scheduling.k8s.io",
+        ],
+    )
+    .await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert!(
         deployments

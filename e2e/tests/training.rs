@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
+use kubeflow_e2e::repair::repair_time;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
@@ -19,28 +20,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn writes(metrics: &str) -> f64 {
     metric_sum(metrics, "kubeflow_apply_writes_total", &[])
-}
-
-/// Deletes an object and measures how long until a new one (another uid) exists.
-async fn repair_time<K>(api: &Api<K>, name: &str) -> Duration
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let old = api.get(name).await.expect("exists").uid();
-    api.delete(name, &DeleteParams::background())
-        .await
-        .expect("delete");
-    let start = Instant::now();
-    wait_for(
-        &format!("{name} to be recreated"),
-        Duration::from_secs(10),
-        || async {
-            let o = api.get_opt(name).await.ok()??;
-            (o.uid() != old && o.meta().deletion_timestamp.is_none()).then_some(())
-        },
-    )
-    .await;
-    start.elapsed()
 }
 
 #[tokio::test]
@@ -220,16 +199,12 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     // An edit lands, and only the object it concerns is written.
     let before = writes(&op.metrics().await);
     kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
-    wait_for("replicas 2", Duration::from_secs(10), || async {
-        (deployments
-            .get("training-operator")
-            .await
-            .ok()?
-            .spec?
-            .replicas
-            == Some(2))
-        .then_some(())
-    })
+    kubeflow_e2e::repair::wait_replicas(
+        &deployments,
+        "training-operator",
+        2,
+        Duration::from_secs(10),
+    )
     .await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
     assert_eq!(
@@ -243,15 +218,20 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     for (what, took) in [
         (
             "Deployment",
-            repair_time(&deployments, "training-operator").await,
+            repair_time(&deployments, "training-operator", Duration::from_secs(10)).await,
         ),
         (
             "ClusterRole",
-            repair_time(&roles, "training-operator").await,
+            repair_time(&roles, "training-operator", Duration::from_secs(10)).await,
         ),
         (
             "ValidatingWebhookConfiguration",
-            repair_time(&webhooks, "validator.training-operator.kubeflow.org").await,
+            repair_time(
+                &webhooks,
+                "validator.training-operator.kubeflow.org",
+                Duration::from_secs(10),
+            )
+            .await,
         ),
     ] {
         assert!(
