@@ -1,0 +1,209 @@
+//! The running process: the controller over the CR kind and every managed
+//! kind, its shared state, the finalizer around each reconcile, and retries.
+
+#[allow(unused_imports)]
+use super::*;
+
+pub(super) struct Context<C: Component> {
+    pub(super) component: C,
+    pub(super) engine: Engine,
+    pub(super) recorder: Recorder,
+    pub(super) client: Client,
+    pub(super) bundles: BundleCache,
+    pub(super) manifests_dir: PathBuf,
+    pub(super) metrics: Metrics,
+    pub(super) name: String,
+    pub(super) detected_platform: Mutex<Option<Platform>>,
+    pub(super) failures: Mutex<HashMap<String, u32>>,
+    /// Per CR: the last apply failure's message and how often in a row it came.
+    pub(super) last_failure: Mutex<HashMap<String, (String, u32)>>,
+}
+
+impl<C: Component> Context<C> {
+    fn key(cr: &C::Resource) -> String {
+        format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any())
+    }
+
+    /// Counts this failure: how many times in a row the CR's apply failed with this message.
+    pub(super) fn repeats(&self, cr: &C::Resource, message: &str) -> u32 {
+        let Ok(mut m) = self.last_failure.lock() else {
+            return 1;
+        };
+        let entry = m.entry(Self::key(cr)).or_insert_with(|| (String::new(), 0));
+        if entry.0 == message {
+            entry.1 = entry.1.saturating_add(1);
+        } else {
+            *entry = (message.to_string(), 1);
+        }
+        entry.1
+    }
+
+    /// A success or a refusal ends a run of failures (and its backoff).
+    pub(super) fn forget_failures(&self, cr: &C::Resource) {
+        if let Ok(mut f) = self.failures.lock() {
+            f.remove(&Self::key(cr));
+        }
+        if let Ok(mut m) = self.last_failure.lock() {
+            m.remove(&Self::key(cr));
+        }
+    }
+}
+
+/// Runs a component operator until SIGTERM (or loss of leadership).
+pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Result<()> {
+    let name = operator_name::<C::Resource>();
+    let rt = runner::start(&name, &args.run).await?;
+    let watched = watchable(&component, &args.manifests_dir);
+    let ctx = Arc::new(Context {
+        engine: Engine::new(rt.client.clone(), &name),
+        recorder: Recorder::new(
+            rt.client.clone(),
+            Reporter {
+                controller: name.clone(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        client: rt.client.clone(),
+        component,
+        bundles: BundleCache::default(),
+        manifests_dir: args.manifests_dir,
+        metrics: rt.metrics.clone(),
+        name: name.clone(),
+        detected_platform: Mutex::new(None),
+        failures: Mutex::new(HashMap::new()),
+        last_failure: Mutex::new(HashMap::new()),
+    });
+    let api: Api<C::Resource> = Api::all(rt.client.clone());
+    let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
+        .trigger_backoff(crate::watches::trigger_backoff());
+    let selector = format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT);
+    tracing::info!(kinds = watched.len(), "watching every kind of the bundles");
+    for ar in watched {
+        let stream = crate::watches::isolated(
+            Api::<DynamicObject>::all_with(rt.client.clone(), &ar),
+            watcher::Config::default().labels(&selector).any_semantic(),
+            format!("{}/{}", ar.api_version, ar.plural),
+        );
+        controller = controller.watches_stream_with(stream, owner_of::<C::Resource>, ar);
+    }
+    runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
+    tracing::info!(operator = %name, "starting controller");
+    controller
+        .graceful_shutdown_on(rt.shutdown())
+        .run(reconcile::<C>, error_policy::<C>, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    rt.release().await;
+    Ok(())
+}
+
+/// What the operator watches: every kind of its bundles (their roles grant
+/// `watch` on each), and the component's extra kinds its RBAC lets it watch
+/// (a watch the chart's role does not grant would fail forever).
+pub(super) fn watchable<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+) -> Vec<ApiResource> {
+    let permissions = component.permissions();
+    let mut out = crate::watches::bundle_kinds(manifests_dir, &permissions);
+    for gvk in component.watched_kinds() {
+        let ar = ApiResource::from_gvk(&gvk);
+        let covered = out.iter().any(|a| a.group == ar.group && a.kind == ar.kind);
+        if !covered && rbac::allows(&permissions.extra, &ar.group, &ar.plural, "watch") {
+            out.push(ar);
+        }
+    }
+    out
+}
+
+/// Maps a managed object back to its component CR, from its owner labels.
+pub(super) fn owner_of<K: ComponentResource>(obj: DynamicObject) -> Option<ObjectRef<K>> {
+    let l = obj.metadata.labels.as_ref()?;
+    Some(ObjectRef::new(l.get(labels::OWNER_NAME)?).within(l.get(labels::OWNER_NAMESPACE)?))
+}
+
+pub(super) fn error_policy<C: Component>(
+    cr: Arc<C::Resource>,
+    err: &ReconcileError,
+    ctx: Arc<Context<C>>,
+) -> Action {
+    ctx.metrics
+        .reconcile_errors_total
+        .with_label_values(&[&ctx.name, err.metric_reason()])
+        .inc();
+    let key = format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any());
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    if matches!(err, ReconcileError::CleanupPending(_)) {
+        tracing::info!(error = %err, "cleanup in progress");
+        return Action::requeue(Duration::from_millis(500));
+    }
+    tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
+    // From 1 s, doubling, capped at 5 minutes (reached at the 10th failure).
+    Action::requeue(
+        Duration::from_secs(1u64 << n.min(10).saturating_sub(1)).min(Duration::from_secs(300)),
+    )
+}
+
+pub(super) async fn reconcile<C: Component>(
+    cr: Arc<C::Resource>,
+    ctx: Arc<Context<C>>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let ns = cr.namespace().unwrap_or_default();
+    let api: Api<C::Resource> = Api::namespaced(ctx.client.clone(), &ns);
+    let result = finalizer(&api, FINALIZER, cr, |event| async {
+        match event {
+            FinalizerEvent::Apply(cr) => apply::<C>(&cr, &ctx).await,
+            FinalizerEvent::Cleanup(cr) => cleanup_component::<C>(&cr, &ctx).await,
+        }
+    })
+    .await;
+    ctx.metrics
+        .reconcile_time_seconds
+        .with_label_values(&[&ctx.name])
+        .observe(started.elapsed().as_secs_f64());
+    match result {
+        Ok(action) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "success"])
+                .inc();
+            Ok(action)
+        }
+        Err(
+            kube::runtime::finalizer::Error::ApplyFailed(e)
+            | kube::runtime::finalizer::Error::CleanupFailed(e),
+        ) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "error"])
+                .inc();
+            Err(e)
+        }
+        Err(
+            kube::runtime::finalizer::Error::AddFinalizer(e)
+            | kube::runtime::finalizer::Error::RemoveFinalizer(e),
+        ) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "error"])
+                .inc();
+            Err(ReconcileError::Api("update the finalizer", e))
+        }
+        Err(e) => {
+            ctx.metrics
+                .reconcile_total
+                .with_label_values(&[&ctx.name, "error"])
+                .inc();
+            Err(ReconcileError::CleanupPending(e.to_string()))
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Helpers for the operators' own tests: whether the chart's generated role
+//! covers what a render needs, for every bundle version and platform.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// What rendering the component for each of `specs` (the CR's `spec`), on
+/// plain Kubernetes and on OpenShift, would need beyond the operator's own
+/// RBAC: empty when its chart role is enough. For the operators' tests.
+pub fn permission_gaps<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    specs: &[Value],
+) -> Vec<String> {
+    let rules = match rules_of(component, manifests_dir) {
+        Ok(r) => r,
+        Err(e) => return vec![e.to_string()],
+    };
+    let bundles = BundleCache::default();
+    let mut out = Vec::new();
+    for spec in specs {
+        let cr = serde_json::json!({
+            "apiVersion": C::Resource::api_version(&()),
+            "kind": C::Resource::kind(&()),
+            "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+            "spec": spec,
+        });
+        let cr: C::Resource = match serde_json::from_value(cr) {
+            Ok(c) => c,
+            Err(e) => {
+                out.push(format!("{spec}: {e}"));
+                continue;
+            }
+        };
+        for platform in [Platform::Kubernetes, Platform::OpenShift] {
+            let ctx = RenderContext {
+                manifests_dir,
+                bundles: &bundles,
+                namespace: "kubeflow",
+                platform,
+            };
+            match component.render(&cr, &ctx, &C::Inputs::default()) {
+                Ok(r) => out.extend(
+                    rbac::missing(&rules, &r.objects)
+                        .into_iter()
+                        .map(|m| format!("{spec} on {platform:?}: {m}")),
+                ),
+                Err(e) => out.push(format!("{spec} on {platform:?}: {}", e.message)),
+            }
+        }
+    }
+    out
+}
+
+/// For the operators' unit tests: panics, listing the gaps, when rendering
+/// any of the specs `specs` makes (from the bundles folder beside the
+/// repository, or `MANIFESTS_DIR`) needs more than the operator's own RBAC.
+pub fn assert_permitted<C: Component>(
+    component: &C,
+    specs: impl FnOnce(&std::path::Path) -> Vec<Value>,
+) {
+    let dir = std::env::var_os("MANIFESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests")
+        });
+    let specs = specs(&dir);
+    assert!(!specs.is_empty(), "no bundles in {}", dir.display());
+    let gaps = permission_gaps(component, &dir, &specs);
+    assert!(gaps.is_empty(), "the operator's role lacks: {gaps:#?}");
+}
+
+/// `{"version": v}` for every version of a bundle folder.
+pub fn every_version(manifests_dir: &std::path::Path, folder: &str) -> Vec<Value> {
+    crate::bundle::available_versions(&manifests_dir.join(folder))
+        .into_iter()
+        .map(|v| serde_json::json!({ "version": v }))
+        .collect()
+}
