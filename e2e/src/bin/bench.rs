@@ -546,9 +546,11 @@ async fn device_plugins_over_nodes(client: &Client, n: usize, pid: u32) -> (f64,
 async fn meta_over_crs(client: &Client, n: usize, pid: u32) -> (f64, f64) {
     let mut namespaces = Vec::new();
     let start = Instant::now();
-    for _ in 0..n {
+    for i in 0..n {
         let ns = TestNamespace::new(client, "bench-meta").await;
-        apply_yaml(client, &ns.name, "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.11.0\"\n  components:\n    devicePlugins:\n      managementState: Managed\n      spec: {plugins: [{name: nvidia, type: nvidia-gpu, version: v0.20.0}]}\n").await;
+        // Each CR's plugin on nodes of its own (a value of the vendor label
+        // no node has): plugins of one type on the same nodes are refused.
+        apply_yaml(client, &ns.name, &format!("apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"1.11.0\"\n  components:\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0, nodeSelector: {{feature.node.kubernetes.io/pci-10de.present: \"pool-{i}\"}}}}]}}\n")).await;
         namespaces.push(ns);
     }
     for ns in &namespaces {

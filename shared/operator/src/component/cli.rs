@@ -1,6 +1,5 @@
 //! The operator binary's command line: run, or print the RBAC it needs.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Command line of a component operator.

@@ -1,7 +1,6 @@
 //! The running process: the controller over the CR kind and every managed
 //! kind, its shared state, the finalizer around each reconcile, and retries.
 
-#[allow(unused_imports)]
 use super::*;
 
 pub(super) struct Context<C: Component> {

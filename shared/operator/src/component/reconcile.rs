@@ -1,7 +1,6 @@
 //! One reconcile of a component CR: dereference, render, apply, assess,
 //! then the status; and the cleanup its finalizer runs.
 
-#[allow(unused_imports)]
 use super::*;
 
 pub(super) fn current_status<K: ComponentResource>(cr: &K) -> ComponentStatus {

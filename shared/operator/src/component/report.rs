@@ -1,7 +1,6 @@
 //! What a reconcile reports: the status (written only when it changed) and
 //! the component's gauges.
 
-#[allow(unused_imports)]
 use super::*;
 
 pub(super) fn record_gauges<C: Component>(

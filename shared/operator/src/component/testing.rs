@@ -1,7 +1,6 @@
 //! Helpers for the operators' own tests: whether the chart's generated role
 //! covers what a render needs, for every bundle version and platform.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// What rendering the component for each of `specs` (the CR's `spec`), on
