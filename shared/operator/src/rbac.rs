@@ -150,17 +150,9 @@ pub fn component_rules(
     Ok(normalize(rules))
 }
 
-/// The kinds the permissions' bundles hold (every version), read from the
-/// files' top-level `kind:` lines: what an operator needs at start to choose
-/// its watches, without parsing megabytes of YAML it would then keep.
-pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet<String> {
-    bundle_types(manifests_dir, permissions)
-        .into_iter()
-        .map(|(_, kind)| kind)
-        .collect()
-}
-
-/// The (apiVersion, kind) pairs the permissions' bundles hold (every version).
+/// The (apiVersion, kind) pairs the permissions' bundles hold (every version),
+/// read from the files' top-level lines: what an operator needs at start to
+/// choose its watches, without parsing megabytes of YAML it would then keep.
 pub fn bundle_types(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet<(String, String)> {
     let mut types = BTreeSet::new();
     for folder in &permissions.bundles {
@@ -391,16 +383,16 @@ mod tests {
             "apiVersion: apps/v1\nkind: Deployment\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nroleRef: {kind: ClusterRole}\nsubjects:\n- kind: ServiceAccount\n",
         )
         .expect("write");
-        let all = bundle_kinds(&root, &Permissions::bundles(&["demo"]));
+        let all = bundle_types(&root, &Permissions::bundles(&["demo"]));
         assert_eq!(
-            all.into_iter().collect::<Vec<_>>(),
+            all.into_iter().map(|(_, k)| k).collect::<Vec<_>>(),
             ["Deployment", "RoleBinding"]
         );
         let only = Permissions {
             only_kinds: Some(vec!["Deployment".into()]),
             ..Permissions::bundles(&["demo"])
         };
-        assert_eq!(bundle_kinds(&root, &only).len(), 1);
+        assert_eq!(bundle_types(&root, &only).len(), 1);
         let _ = std::fs::remove_dir_all(&root);
     }
 

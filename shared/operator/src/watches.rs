@@ -5,7 +5,7 @@
 //! each watch fails once in turn, and a shared backoff put every watch to
 //! sleep for minutes. Here a watch's errors stay in that watch.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -89,15 +89,10 @@ where
 /// group and kind (the most stable one the bundles use), with the plural the
 /// bundles' CRDs give it.
 pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<ApiResource> {
+    let types = crate::rbac::bundle_types(manifests_dir, permissions);
     let mut plurals = BTreeMap::new();
-    let mut types = BTreeSet::new();
     for folder in &permissions.bundles {
-        let dir = manifests_dir.join(folder);
-        types.extend(bundle::type_lines(&dir));
-        plurals.extend(bundle::crd_plurals(&dir));
-    }
-    if let Some(only) = &permissions.only_kinds {
-        types.retain(|(_, k)| only.contains(k));
+        plurals.extend(bundle::crd_plurals(&manifests_dir.join(folder)));
     }
     let mut chosen: BTreeMap<(String, String), GroupVersionKind> = BTreeMap::new();
     for (api_version, kind) in types {
