@@ -61,18 +61,39 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
         );
     }
     let all = template(&[]).expect("renders");
-    for kind in [
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-        "Lease",
-        "Deployment",
-        "Service",
-    ] {
+    for kind in ["ServiceAccount", "Lease", "Deployment", "Service"] {
         assert_eq!(kinds(&all, kind).len(), COMPONENTS.len(), "{kind}");
     }
+    // Per operator: its ClusterRole, a Role in each allowed namespace (the
+    // meta-operator needs none) and its leader-election Role.
+    for c in COMPONENTS {
+        let name = format!("kf-{c}-operator");
+        assert!(kinds(&all, "ClusterRole").contains(&name), "{name}");
+        let roles = all
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+            .filter(|o| o.metadata.name.as_deref() == Some(&name))
+            .filter_map(|o| o.metadata.namespace.clone())
+            .collect::<Vec<_>>();
+        let expected: Vec<String> = if c == "meta" {
+            vec![]
+        } else {
+            vec!["kubeflow".into(), "istio-system".into()]
+        };
+        assert_eq!(roles, expected, "{name}'s Roles");
+    }
+    assert_eq!(kinds(&all, "Namespace"), ["kubeflow", "istio-system"]);
+    let elsewhere = template(&["--set", "allowedNamespaces={team-a}"]).expect("renders");
+    assert!(
+        elsewhere
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+            .all(|o| matches!(
+                o.metadata.namespace.as_deref(),
+                Some("team-a" | "kubeflow-system")
+            )),
+        "Roles follow allowedNamespaces"
+    );
     // An operator turned off leaves no trace in the output.
     let without = template(&["--set", "operators.istio.enabled=false"]).expect("renders");
     assert_eq!(kinds(&without, "Deployment").len(), COMPONENTS.len() - 1);
@@ -95,10 +116,19 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
 fn chart_roles_name_every_verb_resource_and_group() {
     let all = template(&["--set", "monitoring.serviceMonitor.enabled=true"]).expect("renders");
     let mut rules = 0;
+    // The `-grants` roles hold the bundles' own ClusterRole rules as upstream
+    // wrote them (Istio's read-all-of-a-group wildcards among them); see
+    // `the_operators_own_rules_reach_no_further_than_their_names`.
     for role in all.iter().filter(|o| {
         o.types
             .as_ref()
             .is_some_and(|t| t.kind == "ClusterRole" || t.kind == "Role")
+            && !o
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .ends_with("-grants")
     }) {
         let name = role.metadata.name.clone().unwrap_or_default();
         for rule in role.data["rules"].as_array().expect("rules") {
@@ -132,6 +162,100 @@ fn chart_roles_name_every_verb_resource_and_group() {
                 assert!(rule["resourceNames"].is_array(), "{role}: unbounded {rule}");
             }
         }
+    }
+}
+
+/// Cluster-scoped kinds whose change widens someone's access or intercepts requests.
+const GUARDED: &[&str] = &[
+    "clusterroles",
+    "clusterrolebindings",
+    "customresourcedefinitions",
+    "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
+    "namespaces",
+    "priorityclasses",
+];
+
+#[test]
+fn the_operators_own_rules_reach_no_further_than_their_names() {
+    let all = template(&[]).expect("renders");
+    for role in all.iter().filter(|o| {
+        o.types.as_ref().is_some_and(|t| t.kind == "ClusterRole")
+            && !o
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .ends_with("-grants")
+    }) {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        for rule in role.data["rules"].as_array().into_iter().flatten() {
+            let list = |f: &str| -> Vec<String> {
+                rule[f]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            };
+            let (groups, resources, verbs) = (list("apiGroups"), list("resources"), list("verbs"));
+            let named = rule["resourceNames"].is_array();
+            let writes = verbs.iter().any(|v| {
+                matches!(
+                    v.as_str(),
+                    "update" | "patch" | "delete" | "deletecollection"
+                )
+            });
+            // No unnamed change of RBAC, CRDs, webhooks, namespaces.
+            if writes && resources.iter().any(|r| GUARDED.contains(&r.as_str())) {
+                assert!(named, "{name}: unnamed write on a guarded kind: {rule}");
+            }
+            // No `escalate` but on named roles; `bind` only on named roles.
+            if verbs.iter().any(|v| v == "escalate" || v == "bind") {
+                assert!(named, "{name}: unbounded {rule}");
+            }
+            // Cluster-wide writes only on cluster-scoped kinds and the project's own CRs.
+            let cluster_scoped = |r: &str| {
+                GUARDED.contains(&r.split('/').next().unwrap_or(r))
+                    || matches!(
+                        r,
+                        "clusterservingruntimes"
+                            | "clusterstoragecontainers"
+                            | "clustertrainingruntimes"
+                    )
+            };
+            let own = groups
+                .iter()
+                .all(|g| g == "components.kubeflow.org" || g == "platform.kubeflow.org");
+            if (writes || verbs.iter().any(|v| v == "create"))
+                && !own
+                && !resources.iter().all(|r| cluster_scoped(r))
+            {
+                panic!("{name}: cluster-wide write on a namespaced kind: {rule}");
+            }
+        }
+    }
+    // Every create of a cluster-scoped object is limited to the bundles'
+    // names by an admission policy matching only that operator.
+    for c in COMPONENTS.iter().filter(|c| **c != "meta") {
+        let policy = all
+            .iter()
+            .find(|o| {
+                o.types
+                    .as_ref()
+                    .is_some_and(|t| t.kind == "ValidatingAdmissionPolicy")
+                    && o.metadata.name.as_deref() == Some(&format!("kf-{c}-operator-creates"))
+            })
+            .unwrap_or_else(|| panic!("{c}: no admission policy"));
+        let matched = policy.data["spec"]["matchConditions"][0]["expression"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            matched.contains(&format!(
+                "system:serviceaccount:kubeflow-system:kf-{c}-operator"
+            )),
+            "{c}: {matched}"
+        );
     }
 }
 

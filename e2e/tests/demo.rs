@@ -200,14 +200,22 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         objects_labelled("applyset.kubernetes.io/part-of"),
         Vec::<String>::new()
     );
+    // The allowed namespaces stay (the chart keeps them: they hold data);
+    // this test removes them itself.
     assert_eq!(
         objects_labelled(&format!(
             "app.kubernetes.io/instance={RELEASE},app.kubernetes.io/managed-by=Helm"
         )),
-        Vec::<String>::new()
+        vec![
+            "namespace/istio-system".to_string(),
+            format!("namespace/{KUBEFLOW_NAMESPACE}")
+        ]
     );
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    wait_gone(&namespaces, "istio-system", TIMEOUT).await;
+    for ns in ["istio-system", KUBEFLOW_NAMESPACE] {
+        let _ = namespaces.delete(ns, &Default::default()).await;
+        wait_gone(&namespaces, ns, TIMEOUT).await;
+    }
     let roles = tool_ok("kubectl", &["get", "clusterroles", "-o", "name"]);
     assert!(
         !roles.contains("-cluster-claim"),

@@ -52,11 +52,16 @@ async fn an_operator_missing_a_permission_changes_nothing_and_says_so() {
     let (client, _g) = prepare(&["Training"], &["training"]).await;
     let ns = TestNamespace::new(&client, "rbac").await;
 
-    // The chart's training rules without Deployments.
+    // The chart's training rules (every scope, bound cluster-wide: this
+    // operator runs without allowed namespaces) without Deployments.
     let text =
         std::fs::read_to_string(repo_root().join("charts/kubeflow/files/rbac/training.yaml"))
             .expect("chart rules");
-    let mut rules: Vec<Value> = serde_saphyr::from_str(&text).expect("rules");
+    let scoped: Value = serde_saphyr::from_str(&text).expect("rules");
+    let mut rules: Vec<Value> = ["cluster", "namespaced", "grants"]
+        .iter()
+        .flat_map(|k| scoped[k].as_array().cloned().unwrap_or_default())
+        .collect();
     let mut removed = false;
     for r in rules.iter_mut() {
         if let Some(resources) = r["resources"].as_array_mut() {

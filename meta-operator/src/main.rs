@@ -23,10 +23,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(kubeflow_operator::component::Command::Rbac) => {
-            print!(
-                "{}",
-                kubeflow_operator::rbac::to_yaml(&permissions::rules())?
-            );
+            print!("{}", permissions::rules().to_yaml()?);
             Ok(())
         }
         None => reconcile::run(cli.run).await,

@@ -4,12 +4,11 @@
 use kubeflow_operator::api::{
     DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training,
 };
-use kubeflow_operator::k8s_openapi::api::rbac::v1::PolicyRule;
 use kubeflow_operator::kube::Resource;
-use kubeflow_operator::rbac::{self, MANAGE};
+use kubeflow_operator::rbac::{self, MANAGE, Rules};
 
-/// The ClusterRole rules of the meta-operator.
-pub fn rules() -> Vec<PolicyRule> {
+/// The rules of the meta-operator: cluster-wide on its own kinds, nothing else.
+pub fn rules() -> Rules {
     let children = [
         Istio::plural(&()).to_string(),
         Pipelines::plural(&()).to_string(),
@@ -21,5 +20,8 @@ pub fn rules() -> Vec<PolicyRule> {
     let children: Vec<&str> = children.iter().map(String::as_str).collect();
     let mut rules = rbac::own_kind(&Kubeflow::group(&()), &Kubeflow::plural(&()));
     rules.push(rbac::rule(&Istio::group(&()), &children, MANAGE));
-    rbac::normalize(rules)
+    Rules {
+        cluster: rbac::normalize(rules),
+        ..Default::default()
+    }
 }

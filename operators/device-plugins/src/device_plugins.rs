@@ -201,7 +201,7 @@ impl Component for DevicePluginsComponent {
             ..Default::default()
         }
         // Status lists the plugin pods to name the nodes they are ready on.
-        .with([rbac::rule("", &["pods"], &["list"])])
+        .with_namespaced([rbac::rule("", &["pods"], &["list"])])
     }
 
     fn render(

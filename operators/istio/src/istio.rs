@@ -1,6 +1,7 @@
 //! What the operator knows of Istio: the bundle's three files, that it lives
-//! in `istio-system` (and `kube-system` for CNI) rather than the CR's
-//! namespace, its two workloads, the gateway switch and the mesh config.
+//! in `istio-system` rather than the CR's namespace (the CNI node agent too,
+//! which the bundle puts in `kube-system`), its two workloads, the gateway
+//! switch and the mesh config.
 
 use kubeflow_operator::api::{Istio, Platform};
 use kubeflow_operator::async_trait::async_trait;
@@ -8,7 +9,7 @@ use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
 use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
-use kubeflow_operator::rbac::{self, Permissions};
+use kubeflow_operator::rbac::Permissions;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
@@ -19,6 +20,15 @@ const GATEWAY: &str = "istio-ingressgateway";
 const CONTROL_PLANE_NAMESPACE: &str = "istio-system";
 /// The bundle's objects for Kubeflow's own namespace (Sidecar exceptions) move to the CR's.
 const KUBEFLOW_NAMESPACE: &str = "kubeflow";
+/// Where the bundle puts the CNI node agent. It moves to the control plane's
+/// namespace (as Istio's own Helm install does) so that no operator needs
+/// rights in `kube-system`. The node agent is privileged, so that namespace
+/// enforces the `privileged` Pod Security level instead of the bundle's
+/// `restricted` (audited still at `restricted`); only cluster admins and the
+/// Istio operator may create pods there.
+const CNI_BUNDLE_NAMESPACE: &str = "kube-system";
+const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+const POD_SECURITY_AUDIT: &str = "pod-security.kubernetes.io/audit";
 /// The OpenShift SCC Istio's ServiceAccounts are granted.
 const SCC: &str = "anyuid";
 /// The SCC of the CNI node agent, which edits the node's network setup.
@@ -37,13 +47,28 @@ impl Component for IstioComponent {
     type Inputs = ();
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["istio"]).with(rbac::openshift_scc(&[SCC, CNI_SCC]))
+        Permissions::bundles(&["istio"]).openshift_scc(&[SCC, CNI_SCC])
     }
 
     fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "istio", ctx.manifests_dir)?;
         let mut objects = ctx.bundle("istio", &version)?.objects.clone();
+        transform::set_namespace(
+            &mut objects,
+            CONTROL_PLANE_NAMESPACE,
+            &[CNI_BUNDLE_NAMESPACE],
+        );
+        for ns in objects
+            .iter_mut()
+            .filter(|o| kind(o) == "Namespace" && named(o, CONTROL_PLANE_NAMESPACE))
+        {
+            let labels = ns.metadata.labels.get_or_insert_with(Default::default);
+            if labels.contains_key(POD_SECURITY_ENFORCE) {
+                labels.insert(POD_SECURITY_ENFORCE.into(), "privileged".into());
+                labels.insert(POD_SECURITY_AUDIT.into(), "restricted".into());
+            }
+        }
         let placement = Placement {
             from_namespaces: &[KUBEFLOW_NAMESPACE],
             target: ctx.namespace,
@@ -138,5 +163,44 @@ mod tests {
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
         assert_permitted(&IstioComponent, |dir| every_version(dir, "istio"));
+    }
+
+    #[test]
+    fn nothing_goes_to_kube_system() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let bundles = kubeflow_operator::bundle::BundleCache::default();
+        let ctx = RenderContext {
+            manifests_dir: &dir,
+            bundles: &bundles,
+            namespace: "kubeflow",
+            platform: Platform::Kubernetes,
+        };
+        for spec in every_version(&dir, "istio") {
+            let cr: Istio = serde_json::from_value(json!({
+                "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Istio",
+                "metadata": {"name": "kubeflow", "namespace": "kubeflow"}, "spec": spec,
+            }))
+            .expect("cr");
+            let rendered = IstioComponent.render(&cr, &ctx, &()).expect("render");
+            let scope = kubeflow_operator::scope::NamespaceScope::only(&[
+                "kubeflow".into(),
+                CONTROL_PLANE_NAMESPACE.into(),
+            ]);
+            assert_eq!(
+                scope.outside(&rendered.objects),
+                Vec::<String>::new(),
+                "{spec}"
+            );
+            let cni = rendered
+                .objects
+                .iter()
+                .find(|o| kind(o) == "DaemonSet" && named(o, "istio-cni-node"))
+                .expect("the CNI node agent");
+            assert_eq!(
+                cni.metadata.namespace.as_deref(),
+                Some(CONTROL_PLANE_NAMESPACE)
+            );
+        }
     }
 }

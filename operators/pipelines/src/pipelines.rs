@@ -10,7 +10,7 @@ use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderC
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DeleteParams, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};
-use kubeflow_operator::rbac::{self, Permissions};
+use kubeflow_operator::rbac::Permissions;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
@@ -34,14 +34,10 @@ impl Component for PipelinesComponent {
     type Inputs = ();
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["pipelines"])
-            .with(rbac::openshift_scc(&[SCC]))
-            // The cache webhook the cache deployer creates at run time, removed on deletion.
-            .with([rbac::rule(
-                "admissionregistration.k8s.io",
-                &["mutatingwebhookconfigurations"],
-                &["delete", "get"],
-            )])
+        // The cache webhook the cache deployer registers at run time is
+        // removed on deletion with the cache deployer's own rules, which the
+        // operator holds to grant them: no rule of its own for it.
+        Permissions::bundles(&["pipelines"]).openshift_scc(&[SCC])
     }
 
     async fn dereference(&self, cr: &Pipelines, client: &Client) -> Result<(), DereferenceError> {
@@ -144,9 +140,23 @@ impl Component for PipelinesComponent {
 mod tests {
     use super::*;
     use kubeflow_operator::component::{assert_permitted, every_version};
+    use kubeflow_operator::rbac;
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
         assert_permitted(&PipelinesComponent, |dir| every_version(dir, "pipelines"));
+    }
+
+    #[test]
+    fn the_cache_webhook_is_removed_with_the_rules_it_holds_to_grant() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let rules =
+            kubeflow_operator::component::rules_of(&PipelinesComponent, &dir).expect("rules");
+        let webhooks = "mutatingwebhookconfigurations";
+        let group = "admissionregistration.k8s.io";
+        assert!(rbac::allows(&rules.grants, group, webhooks, "delete"));
+        // Its own rules name the webhooks they may delete.
+        assert!(!rbac::allows(&rules.cluster, group, webhooks, "delete"));
     }
 }

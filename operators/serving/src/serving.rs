@@ -13,7 +13,7 @@ use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
-use kubeflow_operator::rbac::{self, Permissions};
+use kubeflow_operator::rbac::Permissions;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
@@ -71,7 +71,7 @@ impl Component for ServingComponent {
     type Inputs = Option<WebhookCert>;
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["serving"]).with(rbac::openshift_scc(&[SCC]))
+        Permissions::bundles(&["serving"]).openshift_scc(&[SCC])
     }
 
     async fn dereference(

@@ -18,7 +18,7 @@ use kubeflow_operator::conditions::reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
-use kubeflow_operator::rbac::{self, Permissions};
+use kubeflow_operator::rbac::Permissions;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Map, Value, json};
@@ -198,7 +198,7 @@ impl Component for TrainerComponent {
     type Inputs = ();
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["trainer"]).with(rbac::openshift_scc(&[SCC]))
+        Permissions::bundles(&["trainer"]).openshift_scc(&[SCC])
     }
 
     fn render(&self, cr: &Trainer, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {

@@ -17,7 +17,7 @@ use kubeflow_operator::component::{
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
-use kubeflow_operator::rbac::{self, Permissions};
+use kubeflow_operator::rbac::Permissions;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
@@ -65,7 +65,7 @@ impl Component for TrainingComponent {
     }
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["training"]).with(rbac::openshift_scc(&[SCC]))
+        Permissions::bundles(&["training"]).openshift_scc(&[SCC])
     }
 
     fn render(&self, cr: &Training, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {

@@ -241,9 +241,19 @@ pub fn type_lines(folder: &Path) -> std::collections::BTreeSet<(String, String)>
     out
 }
 
-/// The plurals the CRDs of a bundle folder give their kinds, by (group,
-/// kind), read from the CRD documents' `group:`, `kind:` and `plural:` lines.
-pub fn crd_plurals(folder: &Path) -> HashMap<(String, String), String> {
+/// What a CRD of a bundle says of its kind: the plural, and whether objects
+/// of it live in namespaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrdNames {
+    /// The resource (plural) name.
+    pub plural: String,
+    /// `scope: Namespaced`.
+    pub namespaced: bool,
+}
+
+/// The names the CRDs of a bundle folder give their kinds, by (group, kind),
+/// read from the CRD documents' `group:`, `scope:`, `kind:` and `plural:` lines.
+pub fn crd_names(folder: &Path) -> HashMap<(String, String), CrdNames> {
     let mut out = HashMap::new();
     for version in available_versions(folder) {
         let Ok(entries) = std::fs::read_dir(folder.join(&version)) else {
@@ -267,7 +277,8 @@ pub fn crd_plurals(folder: &Path) -> HashMap<(String, String), String> {
                     field("    kind: "),
                     field("    plural: "),
                 ) {
-                    out.insert((group, kind), plural);
+                    let namespaced = field("  scope: ").as_deref() != Some("Cluster");
+                    out.insert((group, kind), CrdNames { plural, namespaced });
                 }
             }
         }

@@ -1,8 +1,9 @@
 //! The finalizer's work: remove what garbage collection cannot (cluster-scoped
 //! and cross-namespace members), custom resources before the webhooks and
 //! Services that serve them, CRDs only when asked and no custom resource of
-//! them remains. Retained members lose their inventory labels, so nothing
-//! holds them afterwards.
+//! them remains, Namespaces never (whatever else lives in one, the chart's
+//! Roles included, would go with it). Retained members lose their inventory
+//! labels, so nothing holds them afterwards.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,7 +61,8 @@ pub async fn cleanup(
                 continue;
             }
             let is_crd = kind(&m.object) == "CustomResourceDefinition";
-            if (is_crd && !delete_crds) || (!is_crd && retain(&m.object)) {
+            let is_namespace = kind(&m.object) == "Namespace";
+            if (is_crd && !delete_crds) || is_namespace || (!is_crd && retain(&m.object)) {
                 engine.release(m).await?;
                 out.retained.push(name);
                 continue;

@@ -47,6 +47,8 @@ pub mod reason {
     pub const DOWNGRADE_REFUSED: &str = "DowngradeRefused";
     /// An upgrade moves Istio more than one minor version in place.
     pub const ISTIO_MINOR_SKIP: &str = "IstioMinorVersionSkip";
+    /// The CR would install into a namespace the operator may not install into.
+    pub const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
     /// Some managed components are not ready.
     pub const COMPONENTS_NOT_READY: &str = "ComponentsNotReady";
 }

@@ -42,6 +42,11 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
+/// Whether a built-in kind is cluster-scoped.
+pub fn is_builtin_cluster_scoped(kind: &str) -> bool {
+    CLUSTER_SCOPED.contains(&kind)
+}
+
 /// Whether a kind is cluster-scoped: built-in knowledge plus the CRDs of the
 /// bundle itself (`custom_cluster_kinds`, as `Kind.group`).
 pub fn is_cluster_scoped(obj: &DynamicObject, custom_cluster_kinds: &[String]) -> bool {

@@ -18,6 +18,7 @@ pub mod platform;
 pub mod rbac;
 pub mod render;
 pub mod runner;
+pub mod scope;
 pub mod status;
 pub mod telemetry;
 pub mod transform;

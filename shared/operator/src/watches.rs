@@ -85,14 +85,23 @@ where
         })
 }
 
+/// A kind to watch, and whether it is watched per namespace.
+#[derive(Clone, Debug)]
+pub struct Watched {
+    /// The kind's API resource.
+    pub resource: ApiResource,
+    /// Whether objects of it live in namespaces.
+    pub namespaced: bool,
+}
+
 /// Every kind of the permissions' bundles (every version), one version per
-/// group and kind (the most stable one the bundles use), with the plural the
-/// bundles' CRDs give it.
-pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<ApiResource> {
+/// group and kind (the most stable one the bundles use), with the plural and
+/// scope the bundles' CRDs give it.
+pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<Watched> {
     let types = crate::rbac::bundle_types(manifests_dir, permissions);
-    let mut plurals = BTreeMap::new();
+    let mut crds = BTreeMap::new();
     for folder in &permissions.bundles {
-        plurals.extend(bundle::crd_plurals(&manifests_dir.join(folder)));
+        crds.extend(bundle::crd_names(&manifests_dir.join(folder)));
     }
     let mut chosen: BTreeMap<(String, String), GroupVersionKind> = BTreeMap::new();
     for (api_version, kind) in types {
@@ -108,9 +117,15 @@ pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<ApiR
     chosen
         .into_values()
         .map(
-            |gvk| match plurals.get(&(gvk.group.clone(), gvk.kind.clone())) {
-                Some(p) => ApiResource::from_gvk_with_plural(&gvk, p),
-                None => ApiResource::from_gvk(&gvk),
+            |gvk| match crds.get(&(gvk.group.clone(), gvk.kind.clone())) {
+                Some(c) => Watched {
+                    resource: ApiResource::from_gvk_with_plural(&gvk, &c.plural),
+                    namespaced: c.namespaced,
+                },
+                None => Watched {
+                    namespaced: !crate::kinds::is_builtin_cluster_scoped(&gvk.kind),
+                    resource: ApiResource::from_gvk(&gvk),
+                },
             },
         )
         .collect()
@@ -169,8 +184,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let names: Vec<String> = kinds
             .iter()
-            .map(|a| format!("{}/{}", a.api_version, a.plural))
+            .map(|w| format!("{}/{}", w.resource.api_version, w.resource.plural))
             .collect();
+        let namespaced: Vec<bool> = kinds.iter().map(|w| w.namespaced).collect();
+        assert_eq!(namespaced, [false, true, true, true]);
         assert_eq!(
             names,
             vec![

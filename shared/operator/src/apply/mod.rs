@@ -140,6 +140,9 @@ pub struct Engine {
     client: Client,
     resolver: Arc<ApiResolver>,
     manager: String,
+    /// Where members of namespaced kinds are listed: the operator may list
+    /// nothing cluster-wide but cluster-scoped kinds.
+    scope: crate::scope::NamespaceScope,
 }
 
 struct Planned {
@@ -180,7 +183,14 @@ impl Engine {
             client,
             resolver: Arc::new(ApiResolver::default()),
             manager: manager.to_string(),
+            scope: crate::scope::NamespaceScope::all(),
         }
+    }
+
+    /// The engine limited to the namespaces of `scope`.
+    pub fn within(mut self, scope: crate::scope::NamespaceScope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// The client.
@@ -662,16 +672,26 @@ impl Engine {
             let Some(resolved) = self.resolve_group_kind(gk).await? else {
                 continue;
             };
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resolved.resource);
-            let list = api
-                .list(&ListParams::default().labels(&inv.selector()))
-                .await
-                .map_err(|source| ApplyError::Api {
-                    verb: "list",
-                    object: gk.clone(),
-                    source,
-                })?;
-            for mut object in list.items {
+            let apis: Vec<Api<DynamicObject>> = match self.scope.namespaces() {
+                Some(namespaces) if resolved.namespaced => namespaces
+                    .iter()
+                    .map(|ns| Api::namespaced_with(self.client.clone(), ns, &resolved.resource))
+                    .collect(),
+                _ => vec![Api::all_with(self.client.clone(), &resolved.resource)],
+            };
+            let mut items = Vec::new();
+            for api in apis {
+                let list = api
+                    .list(&ListParams::default().labels(&inv.selector()))
+                    .await
+                    .map_err(|source| ApplyError::Api {
+                        verb: "list",
+                        object: gk.clone(),
+                        source,
+                    })?;
+                items.extend(list.items);
+            }
+            for mut object in items {
                 if object.types.is_none() {
                     object.types = Some(kube::api::TypeMeta {
                         api_version: resolved.resource.api_version.clone(),

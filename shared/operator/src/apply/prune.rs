@@ -2,8 +2,9 @@
 //! a user's data with it. A CRD is deleted only when the component's policy
 //! allows it and no custom resource of it exists; a PersistentVolumeClaim is
 //! never deleted by a prune (a store a new version no longer ships, like
-//! MinIO in Pipelines 2.15, may hold data to migrate). Both are released
-//! instead: kept, without the inventory's labels and owner, and reported.
+//! MinIO in Pipelines 2.15, may hold data to migrate), nor is a Namespace
+//! (it holds whatever else lives in it). They are released instead: kept,
+//! without the inventory's labels and owner, and reported.
 
 use std::collections::BTreeSet;
 
@@ -73,6 +74,9 @@ impl Engine {
         Ok(match kind(&member.object) {
             "PersistentVolumeClaim" => Some(format!(
                 "version {version} no longer uses this volume; it was kept with its data and released: move what you need from it, then delete it"
+            )),
+            "Namespace" => Some(format!(
+                "version {version} no longer installs this namespace; it was kept with what it holds and released: delete it when it is empty"
             )),
             "CustomResourceDefinition" if !req.delete_crds => Some(format!(
                 "version {version} (or the spec) no longer installs this CRD; it was kept with its custom resources (crdPolicy Retain) and released"

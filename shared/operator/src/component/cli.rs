@@ -15,7 +15,7 @@ pub(super) struct Cli {
 /// What an operator binary can do besides running.
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// Print the ClusterRole rules the operator needs (the chart's RBAC is generated from them).
+    /// Print the RBAC rules the operator needs, by scope (the chart's RBAC is generated from them).
     Rbac,
 }
 
@@ -25,18 +25,18 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Rbac) => {
             let rules = rules_of(&component, &cli.args.manifests_dir)?;
-            print!("{}", rbac::to_yaml(&rules)?);
+            print!("{}", rules.to_yaml()?);
             Ok(())
         }
         None => run(component, cli.args).await,
     }
 }
 
-/// The cluster rules a component operator needs.
+/// The rules a component operator needs, by scope.
 pub fn rules_of<C: Component>(
     component: &C,
     manifests_dir: &std::path::Path,
-) -> Result<Vec<k8s_openapi::api::rbac::v1::PolicyRule>, BundleError> {
+) -> Result<rbac::Rules, BundleError> {
     rbac::component_rules(
         manifests_dir,
         C::Resource::COMPONENT,

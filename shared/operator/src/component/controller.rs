@@ -10,6 +10,8 @@ pub(super) struct Context<C: Component> {
     pub(super) client: Client,
     pub(super) bundles: BundleCache,
     pub(super) manifests_dir: PathBuf,
+    /// Where CRs may install (the chart's `allowedNamespaces`).
+    pub(super) scope: NamespaceScope,
     pub(super) metrics: Metrics,
     pub(super) name: String,
     pub(super) detected_platform: Mutex<Option<Platform>>,
@@ -53,8 +55,13 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     let name = operator_name::<C::Resource>();
     let rt = runner::start(&name, &args.run).await?;
     let watched = watchable(&component, &args.manifests_dir);
+    let scope = NamespaceScope::only(&args.allowed_namespaces);
+    match scope.namespaces() {
+        Some(n) => tracing::info!(namespaces = ?n, "installing only into the allowed namespaces"),
+        None => tracing::warn!("no allowed namespaces set: CRs may install into any namespace"),
+    }
     let ctx = Arc::new(Context {
-        engine: Engine::new(rt.client.clone(), &name),
+        engine: Engine::new(rt.client.clone(), &name).within(scope.clone()),
         recorder: Recorder::new(
             rt.client.clone(),
             Reporter {
@@ -66,6 +73,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         component,
         bundles: BundleCache::default(),
         manifests_dir: args.manifests_dir,
+        scope: scope.clone(),
         metrics: rt.metrics.clone(),
         name: name.clone(),
         detected_platform: Mutex::new(None),
@@ -77,13 +85,39 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         .trigger_backoff(crate::watches::trigger_backoff());
     let selector = format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT);
     tracing::info!(kinds = watched.len(), "watching every kind of the bundles");
-    for ar in watched {
-        let stream = crate::watches::isolated(
-            Api::<DynamicObject>::all_with(rt.client.clone(), &ar),
-            watcher::Config::default().labels(&selector).any_semantic(),
-            format!("{}/{}", ar.api_version, ar.plural),
-        );
-        controller = controller.watches_stream_with(stream, owner_of::<C::Resource>, ar);
+    for kind in watched {
+        // A namespaced kind is watched in each allowed namespace: the
+        // operator's Roles grant nothing cluster-wide.
+        let apis: Vec<(Api<DynamicObject>, String)> = match (kind.namespaced, scope.namespaces()) {
+            (true, Some(namespaces)) => namespaces
+                .iter()
+                .map(|ns| {
+                    (
+                        Api::namespaced_with(rt.client.clone(), ns, &kind.resource),
+                        format!(
+                            "{}/{} in {ns}",
+                            kind.resource.api_version, kind.resource.plural
+                        ),
+                    )
+                })
+                .collect(),
+            _ => vec![(
+                Api::all_with(rt.client.clone(), &kind.resource),
+                format!("{}/{}", kind.resource.api_version, kind.resource.plural),
+            )],
+        };
+        for (api, what) in apis {
+            let stream = crate::watches::isolated(
+                api,
+                watcher::Config::default().labels(&selector).any_semantic(),
+                what,
+            );
+            controller = controller.watches_stream_with(
+                stream,
+                owner_of::<C::Resource>,
+                kind.resource.clone(),
+            );
+        }
     }
     runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
     tracing::info!(operator = %name, "starting controller");
@@ -102,14 +136,22 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
 pub(super) fn watchable<C: Component>(
     component: &C,
     manifests_dir: &std::path::Path,
-) -> Vec<ApiResource> {
+) -> Vec<crate::watches::Watched> {
     let permissions = component.permissions();
     let mut out = crate::watches::bundle_kinds(manifests_dir, &permissions);
     for gvk in component.watched_kinds() {
         let ar = ApiResource::from_gvk(&gvk);
-        let covered = out.iter().any(|a| a.group == ar.group && a.kind == ar.kind);
-        if !covered && rbac::allows(&permissions.extra, &ar.group, &ar.plural, "watch") {
-            out.push(ar);
+        let covered = out
+            .iter()
+            .any(|a| a.resource.group == ar.group && a.resource.kind == ar.kind);
+        let grants = |rules: &[k8s_openapi::api::rbac::v1::PolicyRule]| {
+            rbac::allows(rules, &ar.group, &ar.plural, "watch")
+        };
+        if !covered && (grants(&permissions.extra) || grants(&permissions.extra_namespaced)) {
+            out.push(crate::watches::Watched {
+                namespaced: !crate::kinds::is_builtin_cluster_scoped(&ar.kind),
+                resource: ar,
+            });
         }
     }
     out

@@ -50,6 +50,7 @@ use crate::kinds::kind;
 use crate::labels;
 use crate::rbac::{self, Permissions};
 use crate::runner::{self, RunArgs};
+use crate::scope::NamespaceScope;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ComponentRef;
 
@@ -226,6 +227,10 @@ pub struct ComponentArgs {
         global = true
     )]
     pub manifests_dir: PathBuf,
+    /// The namespaces CRs may install into, comma-separated (the chart's
+    /// `allowedNamespaces`, where it grants the operator's Role); empty: any.
+    #[arg(long, env = "ALLOWED_NAMESPACES", value_delimiter = ',', global = true)]
+    pub allowed_namespaces: Vec<String>,
     /// Process flags.
     #[command(flatten)]
     pub run: RunArgs,

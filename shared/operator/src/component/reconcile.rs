@@ -47,6 +47,15 @@ pub(super) async fn apply<C: Component>(
     status.observed_generation = generation;
     let platform = platform_of(cr, ctx).await?;
     status.platform = Some(platform);
+    // Outside the allowed namespaces nothing is read or written: a CR in a
+    // tenant's namespace must not get a controller with cluster-wide rights.
+    if !ctx.scope.allows(&ns) {
+        let refusal = Refusal::new(
+            reason::NAMESPACE_NOT_ALLOWED,
+            ctx.scope.refusal(std::slice::from_ref(&ns)),
+        );
+        return refuse(cr, ctx, old, status, refusal).await;
+    }
 
     let inputs = match ctx.component.dereference(cr, &ctx.client).await {
         Ok(i) => i,
@@ -65,6 +74,11 @@ pub(super) async fn apply<C: Component>(
         Ok(r) => r,
         Err(refusal) => return refuse(cr, ctx, old, status, refusal).await,
     };
+    let outside = ctx.scope.outside(&rendered.objects);
+    if !outside.is_empty() {
+        let refusal = Refusal::new(reason::NAMESPACE_NOT_ALLOWED, ctx.scope.refusal(&outside));
+        return refuse(cr, ctx, old, status, refusal).await;
+    }
 
     let inv = inventory_of(cr);
     let parent_resource = ApiResource::erase::<C::Resource>(&());
