@@ -5,12 +5,17 @@
 //! (bind it) verbs. `escalate` on a role lets its holder put any rule into it,
 //! and `bind` lets it bind the role to itself: together they are
 //! cluster-admin. So every role is held as it is (`grants` for ClusterRoles,
-//! `namespaced` for Roles, wildcards within one API group included: Istio's
-//! read-all-of-Istio rules) and needs neither verb. Only a ClusterRole with a
-//! rule on every resource of every group would get `escalate`/`bind` on its
-//! name (no bundle has one). A ClusterRole with an `aggregationRule` needs
-//! `escalate` whatever it holds (the API server asks cluster-admin rights of
-//! anyone else), but no `bind`.
+//! `namespaced_grants` for Roles, wildcards within one API group included:
+//! Istio's read-all-of-Istio rules), which lets the operator create and
+//! repair it without `escalate`. It still gets `bind` on the names its
+//! bindings refer to: the engine dry-runs every object before it writes,
+//! when a bundle's role may not exist yet, and without `bind` the API server
+//! looks the role up to compare rules and answers NotFound. `bind` on a role
+//! whose rules the operator holds and may not widen adds nothing to what it
+//! holds. Only a ClusterRole with a rule on every resource of every group
+//! would get `escalate` on its name (no bundle has one). A ClusterRole with an
+//! `aggregationRule` needs `escalate` whatever it holds (the API server asks
+//! cluster-admin rights of anyone else).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -133,7 +138,7 @@ fn unbounded(rules: &[PolicyRule]) -> bool {
 pub(super) enum Grant {
     /// It holds the role's rules.
     Held,
-    /// The ClusterRole reaches every resource: `escalate` and `bind` on its name.
+    /// The ClusterRole reaches every resource: `escalate` on its name.
     EscalateAndBind,
     /// The role aggregates others: `escalate` on its name.
     Escalate,
@@ -238,13 +243,11 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
                 rules.grants.extend(role_rules(o));
             }
             "Role" if grants.get(&("roles", name.clone())) == Some(&Grant::Held) => {
-                rules.namespaced.extend(role_rules(o));
+                rules.namespaced_grants.extend(role_rules(o));
             }
             _ => {}
         }
-        if let Some((resource, role)) = role_ref(o)
-            && grants.get(&(resource, role.clone())) != Some(&Grant::Held)
-        {
+        if let Some((resource, role)) = role_ref(o) {
             let bind = named(RBAC_GROUP, resource, &[role], &["bind"]);
             match resource {
                 "roles" => rules.namespaced.push(bind),
@@ -255,8 +258,7 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
     for ((resource, name), grant) in &grants {
         let verbs: &[&str] = match grant {
             Grant::Held => continue,
-            Grant::Escalate => &["escalate"],
-            Grant::EscalateAndBind => &["bind", "escalate"],
+            Grant::Escalate | Grant::EscalateAndBind => &["escalate"],
         };
         let r = named(RBAC_GROUP, resource, std::slice::from_ref(name), verbs);
         match *resource {
@@ -272,5 +274,6 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
     rules.cluster = normalize(rules.cluster);
     rules.namespaced = normalize(rules.namespaced);
     rules.grants = normalize(rules.grants);
+    rules.namespaced_grants = normalize(rules.namespaced_grants);
     rules
 }

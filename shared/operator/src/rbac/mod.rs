@@ -9,9 +9,10 @@
 //!   can limit (get, patch, delete) limited to the names the bundles hold;
 //! - `namespaced`: namespaced kinds, granted by a Role in each namespace the
 //!   operator may install into, never cluster-wide;
-//! - `grants`: the rules of the bundles' ClusterRoles, which the operator must
-//!   hold to create and bind them (Kubernetes lets a subject grant only what it
-//!   holds, unless it has `escalate`/`bind`).
+//! - `grants` and `namespaced_grants`: the rules of the bundles' ClusterRoles
+//!   and Roles, which the operator must hold to create and bind them
+//!   (Kubernetes lets a subject grant only what it holds, unless it has
+//!   `escalate`/`bind`).
 //!
 //! `create` cannot be limited by name in RBAC; `creates` lists the names per
 //! cluster-scoped resource so the chart can limit creation with a
@@ -102,6 +103,9 @@ pub struct Rules {
     /// The bundles' ClusterRole rules, held to grant them (bound cluster-wide).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<PolicyRule>,
+    /// The bundles' Role rules, held to grant them (in each allowed namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaced_grants: Vec<PolicyRule>,
     /// The names each cluster-scoped resource may be created with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<Creates>,
@@ -125,6 +129,7 @@ impl Rules {
         let mut out = self.cluster.clone();
         out.extend(self.namespaced.iter().cloned());
         out.extend(self.grants.iter().cloned());
+        out.extend(self.namespaced_grants.iter().cloned());
         out
     }
 
@@ -306,6 +311,7 @@ mod tests {
             cluster: vec![rule("", &["namespaces"], &["list"])],
             namespaced: vec![rule("", &["secrets"], MANAGE)],
             grants: vec![],
+            namespaced_grants: vec![],
             creates: vec![Creates {
                 group: String::new(),
                 resource: "namespaces".into(),
