@@ -137,6 +137,24 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
                     .await;
             }
         }
+        // Namespaces are released, not deleted, by a cleanup; after a test
+        // that stopped half-way, Istio's may still hold another instance's
+        // objects. Every Istio test starts without it.
+        if *component == "istio" {
+            let namespaces: Api<Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete("istio-system", &dp).await;
+            crate::wait::wait_for(
+                "istio-system to be deleted",
+                std::time::Duration::from_secs(120),
+                || async {
+                    match namespaces.get_opt("istio-system").await {
+                        Ok(None) => Some(()),
+                        _ => None,
+                    }
+                },
+            )
+            .await;
+        }
     }
 }
 

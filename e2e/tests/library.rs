@@ -278,7 +278,7 @@ async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
     let repaired = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects.clone())
         .await
         .expect("repair");
-    let mut created = repaired.created.clone();
+    let mut created: Vec<String> = repaired.created.iter().map(ToString::to_string).collect();
     created.sort();
     assert_eq!(
         created,
@@ -315,7 +315,11 @@ async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
         .await
         .expect("repair edit");
     assert_eq!(
-        fixed.drifted,
+        fixed
+            .drifted
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         vec![format!("Deployment {}/training-operator", ns.name)]
     );
     assert_eq!(
@@ -379,18 +383,15 @@ async fn a_version_change_prunes_what_the_new_bundle_lacks() {
     let out = apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, new)
         .await
         .expect("apply 2.15.0");
+    let pruned: Vec<String> = out.pruned.iter().map(ToString::to_string).collect();
     assert!(
-        out.pruned
-            .contains(&format!("Deployment {}/minio", ns.name)),
-        "pruned: {:?}",
-        out.pruned
+        pruned.contains(&format!("Deployment {}/minio", ns.name)),
+        "pruned: {pruned:?}"
     );
     // A volume is never pruned: it is kept, released and reported.
     assert!(
-        !out.pruned
-            .contains(&format!("PersistentVolumeClaim {}/minio-pvc", ns.name)),
-        "pruned: {:?}",
-        out.pruned
+        !pruned.contains(&format!("PersistentVolumeClaim {}/minio-pvc", ns.name)),
+        "pruned: {pruned:?}"
     );
     assert_eq!(
         out.released
@@ -518,7 +519,13 @@ async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
     let out = apply::<Training>(&engine, &client, "kubeflow", &ns.name, objects)
         .await
         .expect("apply");
-    assert_eq!(out.skipped, vec![format!("ConfigMap {}/good", ns.name)]);
+    assert_eq!(
+        out.skipped
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![format!("ConfigMap {}/good", ns.name)]
+    );
     let cm = cms.get("good").await.expect("get");
     assert_eq!(
         cm.data.and_then(|d| d.get("k").cloned()).as_deref(),

@@ -5,49 +5,18 @@
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kubeflow_api::kubeflow::{ComponentEntry, ManagementState};
-use kubeflow_api::{
-    DevicePlugins, Istio, Kubeflow, Pipelines, Platform, Serving, Trainer, Training,
-};
+use kubeflow_api::{Kubeflow, Platform};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::component_kind::ComponentKind;
 use crate::release::Release;
-
-/// Components in creation order; removal runs in reverse.
-pub const ORDER: [&str; 6] = [
-    "istio",
-    "training",
-    "trainer",
-    "device-plugins",
-    "pipelines",
-    "serving",
-];
-
-/// Components a component waits for (when they are Managed).
-pub fn depends_on(component: &str) -> &'static [&'static str] {
-    match component {
-        "pipelines" | "serving" => &["istio"],
-        _ => &[],
-    }
-}
-
-/// The API resource of a component's CR.
-pub fn resource(component: &str) -> ApiResource {
-    match component {
-        "istio" => ApiResource::erase::<Istio>(&()),
-        "training" => ApiResource::erase::<Training>(&()),
-        "trainer" => ApiResource::erase::<Trainer>(&()),
-        "device-plugins" => ApiResource::erase::<DevicePlugins>(&()),
-        "pipelines" => ApiResource::erase::<Pipelines>(&()),
-        _ => ApiResource::erase::<Serving>(&()),
-    }
-}
 
 /// One component as the `Kubeflow` CR asks for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Child {
-    /// Component name.
-    pub component: &'static str,
+    /// Which component.
+    pub component: ComponentKind,
     /// Whether it is Managed (false: Removed, or not listed).
     pub managed: bool,
     /// The child CR's spec: stated fields, version, platform.
@@ -68,19 +37,19 @@ fn stated<S: Serialize>(entry: Option<&ComponentEntry<S>>) -> (bool, Map<String,
     }
 }
 
-/// Every component's child, in [`ORDER`].
+/// Every component's child, in [`ComponentKind::ORDER`].
 pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Child> {
     let c = &kf.spec.components;
-    ORDER
+    ComponentKind::ORDER
         .iter()
         .map(|&component| {
             let (managed, mut spec) = match component {
-                "istio" => stated(c.istio.as_ref()),
-                "training" => stated(c.training.as_ref()),
-                "trainer" => stated(c.trainer.as_ref()),
-                "device-plugins" => stated(c.device_plugins.as_ref()),
-                "pipelines" => stated(c.pipelines.as_ref()),
-                _ => stated(c.serving.as_ref()),
+                ComponentKind::Istio => stated(c.istio.as_ref()),
+                ComponentKind::Training => stated(c.training.as_ref()),
+                ComponentKind::Trainer => stated(c.trainer.as_ref()),
+                ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref()),
+                ComponentKind::Pipelines => stated(c.pipelines.as_ref()),
+                ComponentKind::Serving => stated(c.serving.as_ref()),
             };
             // A version the Kubeflow CR pins for the component wins over the release table.
             if let Some(v) = release.component(component) {
@@ -101,7 +70,7 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
 
 /// The child CR object: same namespace and name as the `Kubeflow` CR.
 pub fn object(kf: &Kubeflow, child: &Child) -> DynamicObject {
-    let ar = resource(child.component);
+    let ar = child.component.api_resource();
     let mut obj =
         DynamicObject::new(&kf.name_any(), &ar).within(&kf.namespace().unwrap_or_default());
     obj.data = json!({ "spec": child.spec });
@@ -110,11 +79,13 @@ pub fn object(kf: &Kubeflow, child: &Child) -> DynamicObject {
 
 /// Managed components the release does not include and whose entry pins no
 /// version (Trainer before 1.11.0): refused, since nothing says what to install.
-pub fn outside_release(children: &[Child], release: &Release) -> Vec<&'static str> {
+pub fn outside_release(children: &[Child], release: &Release) -> Vec<ComponentKind> {
     children
         .iter()
         .filter(|c| c.managed && expected_version(c).is_none())
-        .filter(|c| c.component != "device-plugins" && release.component(c.component).is_none())
+        .filter(|c| {
+            c.component != ComponentKind::DevicePlugins && release.component(c.component).is_none()
+        })
         .map(|c| c.component)
         .collect()
 }
@@ -149,7 +120,12 @@ mod tests {
         );
         let r = release::find("1.11.0").expect("release");
         let children = desired(&k, r, Platform::Kubernetes);
-        let get = |n: &str| children.iter().find(|c| c.component == n).expect("child");
+        let get = |n: &str| {
+            children
+                .iter()
+                .find(|c| c.component.name() == n)
+                .expect("child")
+        };
         let training = get("training");
         assert!(training.managed);
         assert_eq!(
@@ -184,7 +160,7 @@ mod tests {
         };
         let r = release::find("1.10.2").expect("release");
         let unpinned = desired(&kf(&text("")), r, Platform::Kubernetes);
-        assert_eq!(outside_release(&unpinned, r), vec!["trainer"]);
+        assert_eq!(outside_release(&unpinned, r), vec![ComponentKind::Trainer]);
         let pinned = desired(
             &kf(&text(r#","spec":{"version":"v2.1.0"}"#)),
             r,

@@ -1,14 +1,16 @@
 //! kubeflow-meta-operator: turns `Kubeflow` custom resources into component custom resources.
 
 mod children;
+mod component_kind;
 mod permissions;
+mod plan;
 mod reconcile;
 mod release;
 mod summary;
 
 use clap::Parser;
 
-/// Turns one Kubeflow custom resource into the five component custom resources.
+/// Turns one Kubeflow custom resource into the six component custom resources.
 #[derive(Parser)]
 #[command(version)]
 struct Cli {

@@ -2,7 +2,7 @@
 //! dependency order, apply them through the shared engine (so removed
 //! components are pruned and steady state writes nothing), summarize.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,13 +19,16 @@ use kubeflow_api::{
 use kubeflow_operator::apply::{ApplyError, ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
 use kubeflow_operator::inventory::Inventory;
+use kubeflow_operator::retry::{self, Failures};
 use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
 use kubeflow_operator::telemetry::metrics::ComponentRef;
 use kubeflow_operator::{labels, platform, watches};
 use serde_json::Value;
 
-use crate::children::{self, Child, ORDER};
+use crate::children;
+use crate::component_kind::ComponentKind;
+use crate::plan;
 use crate::release;
 use crate::summary;
 
@@ -41,6 +44,7 @@ struct Context {
     client: Client,
     engine: Engine,
     metrics: Metrics,
+    failures: Failures,
 }
 
 /// Errors retried with backoff.
@@ -64,6 +68,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         client: rt.client.clone(),
         engine: Engine::new(rt.client.clone(), NAME),
         metrics: rt.metrics.clone(),
+        failures: Failures::default(),
     });
     let c = &rt.client;
     let cfg = || watcher::Config::default().any_semantic();
@@ -110,7 +115,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn error_policy(_kf: Arc<Kubeflow>, err: &Error, ctx: Arc<Context>) -> Action {
+fn key(kf: &Kubeflow) -> String {
+    format!("{}/{}", kf.namespace().unwrap_or_default(), kf.name_any())
+}
+
+fn error_policy(kf: Arc<Kubeflow>, err: &Error, ctx: Arc<Context>) -> Action {
     let reason = match err {
         Error::Api(..) => "ApiError",
         Error::Apply(_) => "ApplyError",
@@ -123,12 +132,14 @@ fn error_policy(_kf: Arc<Kubeflow>, err: &Error, ctx: Arc<Context>) -> Action {
         .reconcile_errors_total
         .with_label_values(&[NAME, reason])
         .inc();
-    tracing::warn!(error = %err, "reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(5))
+    let n = ctx.failures.record(&key(&kf));
+    tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
+    Action::requeue(retry::delay(n))
 }
 
 async fn reconcile(kf: Arc<Kubeflow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let kf_key = key(&kf);
     let api: Api<Kubeflow> =
         Api::namespaced(ctx.client.clone(), &kf.namespace().unwrap_or_default());
     let result = finalizer(&api, FINALIZER, kf, |event| async {
@@ -143,6 +154,9 @@ async fn reconcile(kf: Arc<Kubeflow>, ctx: Arc<Context>) -> Result<Action, Error
         .with_label_values(&[NAME])
         .observe(started.elapsed().as_secs_f64());
     let outcome = if result.is_ok() { "success" } else { "error" };
+    if result.is_ok() {
+        ctx.failures.reset(&kf_key);
+    }
     ctx.metrics
         .reconcile_total
         .with_label_values(&[NAME, outcome])
@@ -162,12 +176,12 @@ async fn reconcile(kf: Arc<Kubeflow>, ctx: Arc<Context>) -> Result<Action, Error
 async fn live_children(
     ctx: &Context,
     kf: &Kubeflow,
-) -> Result<BTreeMap<&'static str, DynamicObject>, Error> {
+) -> Result<BTreeMap<ComponentKind, DynamicObject>, Error> {
     let ns = kf.namespace().unwrap_or_default();
     let mut out = BTreeMap::new();
-    for component in ORDER {
+    for component in ComponentKind::ORDER {
         let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &ns, &children::resource(component));
+            Api::namespaced_with(ctx.client.clone(), &ns, &component.api_resource());
         match api.get_opt(&kf.name_any()).await {
             Ok(Some(o)) => {
                 out.insert(component, o);
@@ -211,51 +225,18 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
     if !outside.is_empty() {
         let message = format!(
             "{} is not part of Kubeflow {}; pin its version in spec.components.<name>.spec.version, or use a release that includes it",
-            outside.join(", "),
+            outside
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             release.kubeflow
         );
         return refuse(kf, ctx, status, reason::INVALID_SPEC, &message).await;
     }
     let live = live_children(ctx, kf).await?;
 
-    // Which children to render: managed ones whose dependencies are ready (or
-    // that exist already), and removed ones whose dependents still exist.
-    let ready_now = |c: &str| {
-        let child = wanted.iter().find(|w| w.component == c);
-        child.is_some_and(|ch| summary::summarize(ch, live.get(c)).ready)
-    };
-    let managed: BTreeSet<&str> = wanted
-        .iter()
-        .filter(|c| c.managed)
-        .map(|c| c.component)
-        .collect();
-    let mut render: Vec<&Child> = Vec::new();
-    let mut waiting: BTreeMap<&str, String> = BTreeMap::new();
-    for child in &wanted {
-        let c = child.component;
-        if child.managed {
-            let blockers: Vec<&str> = children::depends_on(c)
-                .iter()
-                .copied()
-                .filter(|d| managed.contains(d) && !ready_now(d))
-                .collect();
-            if blockers.is_empty() || live.contains_key(c) {
-                render.push(child);
-            } else {
-                waiting.insert(
-                    c,
-                    format!("{c} waits for {} to be Ready", blockers.join(", ")),
-                );
-            }
-        } else if live.contains_key(c)
-            && ORDER
-                .iter()
-                .any(|d| children::depends_on(d).contains(&c) && live.contains_key(d))
-        {
-            // Kept until its dependents are gone: removal runs in reverse order.
-            render.push(child);
-        }
-    }
+    let plan = plan::plan(&wanted, &live);
 
     let inv = Inventory::for_parent(kf, "kubeflow", NAME);
     let empty = BTreeMap::new();
@@ -269,7 +250,11 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             parent_annotations: kf.meta().annotations.as_ref().unwrap_or(&empty),
             parent_labels: kf.meta().labels.as_ref().unwrap_or(&empty),
             owner: kf.controller_owner_ref(&()),
-            objects: render.iter().map(|c| children::object(kf, c)).collect(),
+            objects: plan
+                .render
+                .iter()
+                .map(|c| children::object(kf, c))
+                .collect(),
             version: &kf.spec.version,
             retain: &never,
             delete_crds: false,
@@ -293,10 +278,10 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             .with_label_values(&[NAME])
             .inc_by(outcome.written.len() as u64);
     }
-    let after: BTreeMap<&str, &DynamicObject> = ORDER
+    let after: BTreeMap<ComponentKind, &DynamicObject> = ComponentKind::ORDER
         .iter()
         .filter_map(|c| {
-            let kind = children::resource(c).kind;
+            let kind = c.api_resource().kind;
             outcome
                 .live
                 .iter()
@@ -307,8 +292,8 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
 
     let mut summaries: Vec<ComponentSummary> = Vec::new();
     for child in wanted.iter().filter(|c| c.managed) {
-        let mut s = summary::summarize(child, after.get(child.component).copied());
-        if let Some(w) = waiting.get(child.component) {
+        let mut s = summary::summarize(child, after.get(&child.component).copied());
+        if let Some(w) = plan.waiting.get(&child.component) {
             s.reason = Some(reason::WAITING_FOR_DEPENDENCY.into());
             s.message = Some(w.clone());
         }
@@ -384,7 +369,7 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
                 )
             })
             .collect();
-        let r = if waiting.is_empty() {
+        let r = if plan.waiting.is_empty() {
             reason::COMPONENTS_NOT_READY
         } else {
             reason::WAITING_FOR_DEPENDENCY
@@ -516,22 +501,12 @@ async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         });
         return Ok(Action::await_change());
     }
-    let waves: [&[&str]; 2] = [
-        &[
-            "serving",
-            "pipelines",
-            "training",
-            "trainer",
-            "device-plugins",
-        ],
-        &["istio"],
-    ];
     let ns = kf.namespace().unwrap_or_default();
-    for wave in waves {
-        let present: Vec<&str> = wave
+    for wave in 0..=1 {
+        let present: Vec<ComponentKind> = ComponentKind::ORDER
             .iter()
             .copied()
-            .filter(|c| live.contains_key(c))
+            .filter(|c| c.removal_wave() == wave && live.contains_key(c))
             .collect();
         if present.is_empty() {
             continue;
@@ -542,7 +517,7 @@ async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
                 .is_some_and(|o| o.metadata.deletion_timestamp.is_none())
             {
                 let api: Api<DynamicObject> =
-                    Api::namespaced_with(ctx.client.clone(), &ns, &children::resource(c));
+                    Api::namespaced_with(ctx.client.clone(), &ns, &c.api_resource());
                 match api.delete(&kf.name_any(), &Default::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
@@ -550,7 +525,8 @@ async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
                 }
             }
         }
-        let message = format!("removing {}", present.join(", "));
+        let names: Vec<String> = present.iter().map(ToString::to_string).collect();
+        let message = format!("removing {}", names.join(", "));
         let mut status = kf.status.clone().unwrap_or_default();
         status.phase = Some(Phase::Deleting);
         conditions::set(
@@ -562,7 +538,7 @@ async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             kf.meta().generation,
         );
         write_status(kf, ctx, &kf.status.clone().unwrap_or_default(), &status).await?;
-        return Err(Error::Removing(present.join(", ")));
+        return Err(Error::Removing(names.join(", ")));
     }
     Ok(Action::await_change())
 }

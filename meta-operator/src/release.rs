@@ -1,6 +1,8 @@
 //! The release table: which component versions each Kubeflow release is made
 //! of, and which version changes are allowed.
 
+use crate::component_kind::ComponentKind;
+
 /// Component versions of one Kubeflow release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Release {
@@ -49,17 +51,16 @@ pub const RELEASES: &[Release] = &[
 ];
 
 impl Release {
-    /// The version of a component ("training", "trainer", "pipelines",
-    /// "serving", "istio"); None for a component the release does not
-    /// include or whose versions are chosen per CR (device plugins).
-    pub fn component(&self, name: &str) -> Option<&'static str> {
-        match name {
-            "training" => Some(self.training),
-            "trainer" => self.trainer,
-            "pipelines" => Some(self.pipelines),
-            "serving" => Some(self.serving),
-            "istio" => Some(self.istio),
-            _ => None,
+    /// The version of a component; None for a component the release does
+    /// not include or whose versions are chosen per CR (device plugins).
+    pub fn component(&self, kind: ComponentKind) -> Option<&'static str> {
+        match kind {
+            ComponentKind::Training => Some(self.training),
+            ComponentKind::Trainer => self.trainer,
+            ComponentKind::Pipelines => Some(self.pipelines),
+            ComponentKind::Serving => Some(self.serving),
+            ComponentKind::Istio => Some(self.istio),
+            ComponentKind::DevicePlugins => None,
         }
     }
 }
@@ -188,16 +189,23 @@ mod tests {
             (r.training, r.trainer, r.pipelines, r.serving, r.istio),
             ("v1.9.2", Some("v2.1.0"), "2.16.0", "v0.16.0", "1.29.0")
         );
-        assert_eq!(find("1.10.2").and_then(|r| r.component("trainer")), None);
+        assert_eq!(
+            find("1.10.2").and_then(|r| r.component(ComponentKind::Trainer)),
+            None
+        );
     }
 
     #[test]
     fn every_version_of_the_table_has_a_bundle() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests");
         for r in RELEASES {
-            for c in ["training", "trainer", "pipelines", "serving", "istio"] {
+            for c in ComponentKind::ORDER {
                 if let Some(v) = r.component(c) {
-                    assert!(dir.join(c).join(v).is_dir(), "{} {c} {v}", r.kubeflow);
+                    assert!(
+                        dir.join(c.name()).join(v).is_dir(),
+                        "{} {c} {v}",
+                        r.kubeflow
+                    );
                 }
             }
         }

@@ -86,7 +86,7 @@ mod tests {
 
     fn child() -> Child {
         Child {
-            component: "training",
+            component: crate::component_kind::ComponentKind::Training,
             managed: true,
             spec: json!({"version": "v1.9.2"})
                 .as_object()

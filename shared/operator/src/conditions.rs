@@ -17,8 +17,6 @@ pub mod reason {
     pub const READY: &str = "Ready";
     /// Applied; workloads are starting.
     pub const WORKLOADS_NOT_READY: &str = "WorkloadsNotReady";
-    /// Applying the rendered objects.
-    pub const APPLYING: &str = "Applying";
     /// Nothing is wrong.
     pub const AS_EXPECTED: &str = "AsExpected";
     /// The spec names a version with no bundle.
@@ -88,12 +86,6 @@ pub fn set(
 /// Finds a condition.
 pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// Whether a condition is True and describes `generation`.
-pub fn is_true_at(conditions: &[Condition], type_: &str, generation: Option<i64>) -> bool {
-    get(conditions, type_)
-        .is_some_and(|c| c.status == "True" && c.observed_generation == generation)
 }
 
 /// Whether two condition lists say the same, ignoring `lastTransitionTime`

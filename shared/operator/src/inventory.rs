@@ -124,3 +124,33 @@ pub fn parse_group_kinds(annotation: Option<&String>) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_applyset_id_is_kubectls() {
+        // kubectl 1.36 wrote this id on Secret `my-set` in namespace
+        // `applyset-ka` for `KUBECTL_APPLYSET=true kubectl apply -n applyset-ka
+        // --prune --applyset=secret/my-set` (core group: empty).
+        assert_eq!(
+            applyset_id("my-set", "applyset-ka", "Secret", ""),
+            "applyset-M6c-m6vTgL5491rdkQCQJnxPP9vW4hB9kBA3j1RtXVg-v1"
+        );
+        assert_ne!(
+            applyset_id("my-set", "applyset-kb", "Secret", ""),
+            applyset_id("my-set", "applyset-ka", "Secret", "")
+        );
+    }
+
+    #[test]
+    fn group_kinds_parse_from_the_annotation() {
+        let a = "Deployment.apps,,ConfigMap".to_string();
+        assert_eq!(
+            parse_group_kinds(Some(&a)),
+            ["Deployment.apps", "ConfigMap"]
+        );
+        assert!(parse_group_kinds(None).is_empty());
+    }
+}

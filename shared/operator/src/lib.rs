@@ -17,6 +17,7 @@ pub mod openshift;
 pub mod platform;
 pub mod rbac;
 pub mod render;
+pub mod retry;
 pub mod runner;
 pub mod scope;
 pub mod status;

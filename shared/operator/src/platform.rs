@@ -25,8 +25,3 @@ pub async fn resolve(client: &Client, wanted: Option<Platform>) -> Result<Platfo
         Some(Platform::Auto) | None => detect(client).await,
     }
 }
-
-/// The server's Kubernetes version, e.g. "v1.36.3".
-pub async fn kubernetes_version(client: &Client) -> Result<String, kube::Error> {
-    Ok(client.apiserver_version().await?.git_version)
-}

@@ -100,14 +100,6 @@ pub fn pod_spec_mut(obj: &mut DynamicObject) -> Option<&mut Value> {
     }
 }
 
-/// Whether the object is a workload with a pod template.
-pub fn is_workload(obj: &DynamicObject) -> bool {
-    matches!(
-        kind(obj),
-        "Deployment" | "StatefulSet" | "DaemonSet" | "Job" | "CronJob"
-    )
-}
-
 fn containers_mut(pod: &mut Value) -> impl Iterator<Item = &mut Value> {
     let Value::Object(map) = pod else {
         return Vec::new().into_iter();
@@ -219,15 +211,6 @@ pub fn set_scheduling(
         if let Some(tol) = tolerations {
             pod["tolerations"] = serde_json::to_value(tol).unwrap_or(Value::Null);
         }
-    }
-}
-
-/// Adds labels to every object's metadata (not to selectors or templates,
-/// which would change immutable Deployment selectors).
-pub fn add_labels(objects: &mut [DynamicObject], labels: &BTreeMap<String, String>) {
-    for obj in objects.iter_mut() {
-        let l = obj.metadata.labels.get_or_insert_with(BTreeMap::new);
-        l.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
-use kube::{CustomResource, KubeSchema};
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -83,43 +83,19 @@ pub struct DevicePlugin {
     pub shared_dev_num: Option<i32>,
 }
 
-/// Desired state of the GPU device plugins.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
-#[kube(
-    group = "components.kubeflow.org",
-    version = "v1alpha1",
-    kind = "DevicePlugins",
-    plural = "deviceplugins",
-    namespaced,
-    status = "DevicePluginsStatus",
-    shortname = "kfdp",
-    category = "kubeflow-all",
-    printcolumn(name = "Plugins", type_ = "integer", json_path = ".status.pluginCount"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct DevicePluginsSpec {
-    /// Shared settings; `version` is unused here (each plugin has its own).
-    #[serde(flatten)]
-    pub common: CommonSpec,
-    /// The plugins to run, one DaemonSet each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub plugins: Vec<DevicePlugin>,
+component_crd! {
+    kind = "DevicePlugins", plural = "deviceplugins", shortname = "kfdp", status = "DevicePluginsStatus",
+    schema = KubeSchema, columns = [printcolumn(name = "Plugins", type_ = "integer", json_path = ".status.pluginCount"),],
+    /// Desired state of the GPU device plugins.
+    pub struct DevicePluginsSpec {
+        /// Shared settings; `version` is unused here (each plugin has its own).
+        #[serde(flatten)]
+        pub common: CommonSpec,
+        /// The plugins to run, one DaemonSet each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+        pub plugins: Vec<DevicePlugin>,
+    }
 }
 
 /// Status of one plugin's DaemonSet.

@@ -1,7 +1,6 @@
 //! The `Istio` kind: the Istio control plane Kubeflow needs.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -32,47 +31,23 @@ pub struct IngressGateway {
     pub workload: IstioWorkload,
 }
 
-/// Desired state of the Istio control plane.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "components.kubeflow.org",
-    version = "v1alpha1",
-    kind = "Istio",
-    plural = "istios",
-    namespaced,
-    status = "ComponentStatus",
-    shortname = "kfistio",
-    category = "kubeflow-all",
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct IstioSpec {
-    /// Version, images, scale and scheduling.
-    #[serde(flatten)]
-    pub common: CommonSpec,
-    /// istiod's scale and resources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub istiod: Option<IstioWorkload>,
-    /// The ingress gateway.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ingress_gateway: Option<IngressGateway>,
-    /// Mesh config entries merged into the `mesh` key of the `istio` ConfigMap.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
-    pub mesh_config: Option<serde_json::Map<String, serde_json::Value>>,
+component_crd! {
+    kind = "Istio", plural = "istios", shortname = "kfistio", status = "ComponentStatus",
+    schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
+    /// Desired state of the Istio control plane.
+    pub struct IstioSpec {
+        /// Version, images, scale and scheduling.
+        #[serde(flatten)]
+        pub common: CommonSpec,
+        /// istiod's scale and resources.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub istiod: Option<IstioWorkload>,
+        /// The ingress gateway.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub ingress_gateway: Option<IngressGateway>,
+        /// Mesh config entries merged into the `mesh` key of the `istio` ConfigMap.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+        pub mesh_config: Option<serde_json::Map<String, serde_json::Value>>,
+    }
 }

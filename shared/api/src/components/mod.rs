@@ -1,5 +1,48 @@
 //! The six component kinds, and what the generic operator machinery needs to know of each.
 
+/// The CRD attributes every component kind shares: group, version, scope,
+/// the `kubeflow-all` category and the Ready/Reason/Age columns. Each kind
+/// names itself, its status type, its schema derive and its leading columns.
+macro_rules! component_crd {
+    (
+        kind = $kind:tt, plural = $plural:tt, shortname = $short:tt, status = $status:tt,
+        schema = $schema:ident, columns = [$($column:tt)*],
+        $(#[$meta:meta])*
+        pub struct $name:ident { $($body:tt)* }
+    ) => {
+        $(#[$meta])*
+        #[derive(kube::CustomResource, serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, $schema)]
+        #[kube(
+            group = "components.kubeflow.org",
+            version = "v1alpha1",
+            kind = $kind,
+            plural = $plural,
+            namespaced,
+            status = $status,
+            shortname = $short,
+            category = "kubeflow-all",
+            $($column)*
+            printcolumn(
+                name = "Ready",
+                type_ = "string",
+                json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+            ),
+            printcolumn(
+                name = "Reason",
+                type_ = "string",
+                json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+            ),
+            printcolumn(
+                name = "Age",
+                type_ = "date",
+                json_path = ".metadata.creationTimestamp"
+            )
+        )]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name { $($body)* }
+    };
+}
+
 pub mod device_plugins;
 pub mod istio;
 pub mod pipelines;

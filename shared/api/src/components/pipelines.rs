@@ -1,6 +1,6 @@
 //! The `Pipelines` kind: Kubeflow Pipelines.
 
-use kube::{CustomResource, KubeSchema};
+use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{CommonSpec, ComponentStatus, SecretKeyRef};
@@ -84,46 +84,22 @@ pub enum VolumePolicy {
     Delete,
 }
 
-/// Desired state of Kubeflow Pipelines.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
-#[kube(
-    group = "components.kubeflow.org",
-    version = "v1alpha1",
-    kind = "Pipelines",
-    plural = "pipelines",
-    namespaced,
-    status = "ComponentStatus",
-    shortname = "kfpipelines",
-    category = "kubeflow-all",
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct PipelinesSpec {
-    /// Version, images, scale and scheduling.
-    #[serde(flatten)]
-    pub common: CommonSpec,
-    /// Metadata database: bundled MySQL unless `external` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database: Option<Database>,
-    /// Artifact store: bundled unless `external` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub object_store: Option<ObjectStore>,
-    /// Whether the bundled stores' PersistentVolumeClaims are kept (Retain, default) on removal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume_policy: Option<VolumePolicy>,
+component_crd! {
+    kind = "Pipelines", plural = "pipelines", shortname = "kfpipelines", status = "ComponentStatus",
+    schema = KubeSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
+    /// Desired state of Kubeflow Pipelines.
+    pub struct PipelinesSpec {
+        /// Version, images, scale and scheduling.
+        #[serde(flatten)]
+        pub common: CommonSpec,
+        /// Metadata database: bundled MySQL unless `external` is set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub database: Option<Database>,
+        /// Artifact store: bundled unless `external` is set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub object_store: Option<ObjectStore>,
+        /// Whether the bundled stores' PersistentVolumeClaims are kept (Retain, default) on removal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub volume_policy: Option<VolumePolicy>,
+    }
 }

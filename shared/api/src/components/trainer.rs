@@ -1,7 +1,6 @@
 //! The `Trainer` kind: Kubeflow Trainer v2 (`trainer.kubeflow.org`: TrainJob,
 //! TrainingRuntime, ClusterTrainingRuntime) with the JobSet controller it runs on.
 
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -25,48 +24,23 @@ pub struct TrainerController {
     pub burst: Option<i32>,
 }
 
-/// Desired state of Kubeflow Trainer v2.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "components.kubeflow.org",
-    version = "v1alpha1",
-    kind = "Trainer",
-    plural = "trainers",
-    namespaced,
-    status = "TrainerStatus",
-    shortname = "kftrainer",
-    category = "kubeflow-all",
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(name = "JobSet", type_ = "string", json_path = ".status.jobSetVersion"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct TrainerSpec {
-    /// Version, images, scale and scheduling (of both controllers: Trainer's and JobSet's).
-    #[serde(flatten)]
-    pub common: CommonSpec,
-    /// ClusterTrainingRuntimes to install, by name (e.g. "torch-distributed").
-    /// Default: every runtime the bundle ships; an empty list installs none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
-    pub runtimes: Option<Vec<RuntimeName>>,
-    /// Settings of the Trainer controller.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub controller: Option<TrainerController>,
+component_crd! {
+    kind = "Trainer", plural = "trainers", shortname = "kftrainer", status = "TrainerStatus",
+    schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "JobSet", type_ = "string", json_path = ".status.jobSetVersion"),],
+    /// Desired state of Kubeflow Trainer v2.
+    pub struct TrainerSpec {
+        /// Version, images, scale and scheduling (of both controllers: Trainer's and JobSet's).
+        #[serde(flatten)]
+        pub common: CommonSpec,
+        /// ClusterTrainingRuntimes to install, by name (e.g. "torch-distributed").
+        /// Default: every runtime the bundle ships; an empty list installs none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 64))]
+        pub runtimes: Option<Vec<RuntimeName>>,
+        /// Settings of the Trainer controller.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub controller: Option<TrainerController>,
+    }
 }
 
 /// The name of a ClusterTrainingRuntime (a DNS subdomain).

@@ -1,6 +1,5 @@
 //! The `Training` kind: the Kubeflow training-operator.
 
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -59,44 +58,20 @@ pub enum GangScheduler {
     SchedulerPlugins,
 }
 
-/// Desired state of the Kubeflow training-operator.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "components.kubeflow.org",
-    version = "v1alpha1",
-    kind = "Training",
-    plural = "trainings",
-    namespaced,
-    status = "ComponentStatus",
-    shortname = "kftraining",
-    category = "kubeflow-all",
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct TrainingSpec {
-    /// Version, images, scale and scheduling.
-    #[serde(flatten)]
-    pub common: CommonSpec,
-    /// Job kinds to enable; only their CRDs are installed. Default: all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
-    pub job_kinds: Option<Vec<JobKind>>,
-    /// Gang scheduler to use; none when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gang_scheduler: Option<GangScheduler>,
+component_crd! {
+    kind = "Training", plural = "trainings", shortname = "kftraining", status = "ComponentStatus",
+    schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
+    /// Desired state of the Kubeflow training-operator.
+    pub struct TrainingSpec {
+        /// Version, images, scale and scheduling.
+        #[serde(flatten)]
+        pub common: CommonSpec,
+        /// Job kinds to enable; only their CRDs are installed. Default: all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1))]
+        pub job_kinds: Option<Vec<JobKind>>,
+        /// Gang scheduler to use; none when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub gang_scheduler: Option<GangScheduler>,
+    }
 }

@@ -6,16 +6,59 @@
 //! asked of the server: a dry-run create of the desired object alone passes
 //! validation and fails only because the name exists.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
-use super::{ApplyError, Engine, Planned, describe};
+use super::plan::Planned;
+use super::{ApplyError, CONCURRENCY, Engine, ObjectKey, describe};
 
 /// How long a recreate waits for the old object to go.
 const GONE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Engine {
+    /// Dry-runs every write. An object refused as invalid that is valid on
+    /// its own is to be recreated (returned); any other refusal refuses the
+    /// whole apply, so invalid input changes nothing.
+    pub(super) async fn dry_run_all(
+        &self,
+        items: Vec<&Planned>,
+    ) -> Result<BTreeSet<ObjectKey>, ApplyError> {
+        // Bounded concurrency by hand: a `stream::iter(..).map(async ..)` over
+        // borrowed items is not provably Send in the controller's future.
+        let mut results: Vec<(&Planned, Result<DynamicObject, ApplyError>)> = Vec::new();
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        for p in items {
+            in_flight.push(async move { (p, self.patch(p, true).await) });
+            if in_flight.len() >= CONCURRENCY
+                && let Some(r) = in_flight.next().await
+            {
+                results.push(r);
+            }
+        }
+        while let Some(r) = in_flight.next().await {
+            results.push(r);
+        }
+        let mut recreate = BTreeSet::new();
+        for (p, r) in results {
+            match r {
+                Ok(_) => {}
+                Err(e @ ApplyError::Invalid { .. }) => {
+                    if self.valid_alone(p).await? {
+                        tracing::warn!(object = %describe(&p.desired), error = %e, "the live object cannot take the desired state; it will be recreated");
+                        recreate.insert(p.key());
+                    } else {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(recreate)
+    }
+
     /// Whether `p`, refused as invalid, is valid on its own: then its live
     /// state is at fault and recreating it repairs it.
     pub(super) async fn valid_alone(&self, p: &Planned) -> Result<bool, ApplyError> {
@@ -71,10 +114,10 @@ impl Engine {
                 break;
             }
             if tokio::time::Instant::now() > deadline {
-                return Err(ApplyError::CrdNotEstablished(
-                    format!("{} (still deleting, to be recreated)", describe(&p.desired)),
-                    GONE_TIMEOUT,
-                ));
+                return Err(ApplyError::Timeout {
+                    what: format!("{} to be deleted (to be recreated)", describe(&p.desired)),
+                    after: GONE_TIMEOUT,
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

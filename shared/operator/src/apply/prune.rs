@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::{ApplyError, ApplyOutcome, ApplyRequest, Engine, Member, describe, key};
+use super::{ApplyError, ApplyOutcome, ApplyRequest, Engine, Member, ObjectKey, describe};
 use crate::kinds::{self, kind};
 use crate::labels;
 
@@ -36,12 +36,12 @@ impl Engine {
         &self,
         req: &ApplyRequest<'_>,
         group_kinds: &BTreeSet<String>,
-        applied: &BTreeSet<(String, String, String)>,
+        applied: &BTreeSet<ObjectKey>,
         outcome: &mut ApplyOutcome,
     ) -> Result<BTreeSet<String>, ApplyError> {
         let mut kept = BTreeSet::new();
         for member in self.list_members(req.inventory, group_kinds).await? {
-            if applied.contains(&key(&member.object)) {
+            if applied.contains(&ObjectKey::of(&member.object)) {
                 continue;
             }
             if let Some(message) = self.keep_reason(req, &member).await? {
@@ -59,7 +59,7 @@ impl Engine {
                 continue;
             }
             self.delete(&member).await?;
-            outcome.pruned.push(describe(&member.object));
+            outcome.pruned.push(ObjectKey::of(&member.object));
         }
         Ok(kept)
     }

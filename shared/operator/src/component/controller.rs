@@ -15,7 +15,7 @@ pub(super) struct Context<C: Component> {
     pub(super) metrics: Metrics,
     pub(super) name: String,
     pub(super) detected_platform: Mutex<Option<Platform>>,
-    pub(super) failures: Mutex<HashMap<String, u32>>,
+    pub(super) failures: crate::retry::Failures,
     /// Per CR: the last apply failure's message and how often in a row it came.
     pub(super) last_failure: Mutex<HashMap<String, (String, u32)>>,
 }
@@ -41,9 +41,7 @@ impl<C: Component> Context<C> {
 
     /// A success or a refusal ends a run of failures (and its backoff).
     pub(super) fn forget_failures(&self, cr: &C::Resource) {
-        if let Ok(mut f) = self.failures.lock() {
-            f.remove(&Self::key(cr));
-        }
+        self.failures.reset(&Self::key(cr));
         if let Ok(mut m) = self.last_failure.lock() {
             m.remove(&Self::key(cr));
         }
@@ -77,7 +75,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         metrics: rt.metrics.clone(),
         name: name.clone(),
         detected_platform: Mutex::new(None),
-        failures: Mutex::new(HashMap::new()),
+        failures: crate::retry::Failures::default(),
         last_failure: Mutex::new(HashMap::new()),
     });
     let api: Api<C::Resource> = Api::all(rt.client.clone());
@@ -172,25 +170,13 @@ pub(super) fn error_policy<C: Component>(
         .reconcile_errors_total
         .with_label_values(&[&ctx.name, err.metric_reason()])
         .inc();
-    let key = format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any());
-    let n = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(key).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
     if matches!(err, ReconcileError::CleanupPending(_)) {
         tracing::info!(error = %err, "cleanup in progress");
         return Action::requeue(Duration::from_millis(500));
     }
+    let n = ctx.failures.record(&Context::<C>::key(&cr));
     tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
-    // From 1 s, doubling, capped at 5 minutes (reached at the 10th failure).
-    Action::requeue(
-        Duration::from_secs(1u64 << n.min(10).saturating_sub(1)).min(Duration::from_secs(300)),
-    )
+    Action::requeue(crate::retry::delay(n))
 }
 
 pub(super) async fn reconcile<C: Component>(
@@ -239,12 +225,15 @@ pub(super) async fn reconcile<C: Component>(
                 .inc();
             Err(ReconcileError::Api("update the finalizer", e))
         }
-        Err(e) => {
+        Err(
+            e @ (kube::runtime::finalizer::Error::UnnamedObject
+            | kube::runtime::finalizer::Error::InvalidFinalizer),
+        ) => {
             ctx.metrics
                 .reconcile_total
                 .with_label_values(&[&ctx.name, "error"])
                 .inc();
-            Err(ReconcileError::CleanupPending(e.to_string()))
+            Err(ReconcileError::Finalizer(e.to_string()))
         }
     }
 }

@@ -7,16 +7,19 @@
 //! The module is split by step: `cli` (flags and subcommands), `controller`
 //! (the process: watches, backoff, the finalizer), `reconcile` (dereference,
 //! render, apply, assess), `report` (status and metrics), `testing`
-//! (helpers for the operators' own tests).
+//! (helpers for the operators' own tests, behind the `testing` feature so
+//! they never ship in an operator binary).
 
 mod cli;
 mod controller;
 mod reconcile;
 mod report;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use cli::{Command, main, rules_of};
 pub use controller::run;
+#[cfg(any(test, feature = "testing"))]
 pub use testing::{assert_permitted, every_version, permission_gaps};
 
 use controller::Context;
@@ -248,6 +251,10 @@ pub enum ReconcileError {
     /// Cleanup is waiting for objects to go.
     #[error("waiting for {0} to be deleted")]
     CleanupPending(String),
+    /// The finalizer could not run: the CR has no name, or the finalizer
+    /// name is invalid (a defect, retried with backoff and counted).
+    #[error("the finalizer cannot run: {0}")]
+    Finalizer(String),
 }
 
 impl ReconcileError {
@@ -257,6 +264,7 @@ impl ReconcileError {
             ReconcileError::Apply(_) => "ApplyError",
             ReconcileError::Api(..) => "ApiError",
             ReconcileError::CleanupPending(_) => "CleanupPending",
+            ReconcileError::Finalizer(_) => "FinalizerError",
         }
     }
 }

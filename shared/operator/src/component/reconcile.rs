@@ -136,10 +136,9 @@ pub(super) async fn apply<C: Component>(
         && old.version.as_deref() == Some(rendered.version.as_str())
     {
         for what in outcome.created.iter().chain(&outcome.drifted) {
-            let k = what.split_whitespace().next().unwrap_or("");
             ctx.metrics
                 .drift_repairs_total
-                .with_label_values(&[&ctx.name, k])
+                .with_label_values(&[&ctx.name, what.kind()])
                 .inc();
             let why = outcome.why.get(what).map_or("missing", String::as_str);
             tracing::info!(object = %what, why, "repaired drift");

@@ -30,10 +30,6 @@ impl Probe {
     pub fn set_standby(&self) {
         self.state.store(STANDBY, Ordering::Relaxed);
     }
-    /// Whether the process is active.
-    pub fn is_active(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == ACTIVE
-    }
 }
 
 struct AppState {

@@ -1,0 +1,120 @@
+//! The six component kinds the `Kubeflow` CR stands for: their names, the
+//! order they are created in, what each waits for, and their API resources.
+
+use std::fmt;
+
+use kube::api::ApiResource;
+use kubeflow_api::{DevicePlugins, Istio, Pipelines, Serving, Trainer, Training};
+
+/// A component of Kubeflow, each with its own CR kind and operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ComponentKind {
+    /// The service mesh.
+    Istio,
+    /// Training operator v1.
+    Training,
+    /// Trainer v2.
+    Trainer,
+    /// GPU device plugins.
+    DevicePlugins,
+    /// Kubeflow Pipelines.
+    Pipelines,
+    /// KServe.
+    Serving,
+}
+
+impl ComponentKind {
+    /// Every component, in creation order; removal runs the other way (see
+    /// [`ComponentKind::removal_wave`]).
+    pub const ORDER: [ComponentKind; 6] = [
+        ComponentKind::Istio,
+        ComponentKind::Training,
+        ComponentKind::Trainer,
+        ComponentKind::DevicePlugins,
+        ComponentKind::Pipelines,
+        ComponentKind::Serving,
+    ];
+
+    /// The component's name, as in its operator's and CR's names.
+    pub fn name(self) -> &'static str {
+        match self {
+            ComponentKind::Istio => "istio",
+            ComponentKind::Training => "training",
+            ComponentKind::Trainer => "trainer",
+            ComponentKind::DevicePlugins => "device-plugins",
+            ComponentKind::Pipelines => "pipelines",
+            ComponentKind::Serving => "serving",
+        }
+    }
+
+    /// Components this one waits for (when they are Managed).
+    pub fn depends_on(self) -> &'static [ComponentKind] {
+        match self {
+            ComponentKind::Pipelines | ComponentKind::Serving => &[ComponentKind::Istio],
+            _ => &[],
+        }
+    }
+
+    /// Whether some other component depends on this one.
+    pub fn has_dependents(self) -> bool {
+        Self::ORDER.iter().any(|c| c.depends_on().contains(&self))
+    }
+
+    /// When it is removed: dependents first (wave 0), what they depend on after (wave 1).
+    pub fn removal_wave(self) -> u8 {
+        u8::from(self.has_dependents())
+    }
+
+    /// The API resource of the component's CR.
+    pub fn api_resource(self) -> ApiResource {
+        match self {
+            ComponentKind::Istio => ApiResource::erase::<Istio>(&()),
+            ComponentKind::Training => ApiResource::erase::<Training>(&()),
+            ComponentKind::Trainer => ApiResource::erase::<Trainer>(&()),
+            ComponentKind::DevicePlugins => ApiResource::erase::<DevicePlugins>(&()),
+            ComponentKind::Pipelines => ApiResource::erase::<Pipelines>(&()),
+            ComponentKind::Serving => ApiResource::erase::<Serving>(&()),
+        }
+    }
+}
+
+impl fmt::Display for ComponentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependencies_come_first_and_go_last() {
+        for c in ComponentKind::ORDER {
+            let at = |k: ComponentKind| ComponentKind::ORDER.iter().position(|x| *x == k);
+            for d in c.depends_on() {
+                assert!(at(*d) < at(c), "{d} is created before {c}");
+                assert!(
+                    d.removal_wave() > c.removal_wave(),
+                    "{d} is removed after {c}"
+                );
+            }
+        }
+        assert_eq!(ComponentKind::Istio.removal_wave(), 1);
+        assert_eq!(ComponentKind::Serving.removal_wave(), 0);
+    }
+
+    #[test]
+    fn each_kind_has_its_own_resource_and_name() {
+        let plurals: std::collections::BTreeSet<String> = ComponentKind::ORDER
+            .iter()
+            .map(|c| c.api_resource().plural)
+            .collect();
+        assert_eq!(plurals.len(), 6);
+        assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
+        assert_eq!(
+            ComponentKind::DevicePlugins.api_resource().kind,
+            "DevicePlugins"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! Planning an apply: the rendered objects made ready to send, the live state
+//! read (resolve and GET, concurrently), and the pure decisions over both:
+//! who holds what, whether the cluster scope must be claimed, what must be
+//! written and why, what to dry-run first, which kinds the inventory lists.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use kube::api::DynamicObject;
+
+use super::fields::{drop_foreign_fields, skip_reconcile, to_value};
+use super::{ApplyError, ApplyRequest, CONCURRENCY, Engine, ObjectKey, describe, diff};
+use crate::discovery::Resolved;
+use crate::inventory;
+use crate::kinds::{self, kind};
+use crate::labels;
+
+/// One object to apply: what we want, its kind as served, what is there.
+pub(super) struct Planned {
+    pub(super) desired: DynamicObject,
+    /// None while the kind is not served (its CRD comes in an earlier wave).
+    pub(super) resolved: Option<Resolved>,
+    pub(super) live: Option<DynamicObject>,
+}
+
+impl Planned {
+    pub(super) fn key(&self) -> ObjectKey {
+        ObjectKey::of(&self.desired)
+    }
+}
+
+/// What the engine decided to do with the objects that exist.
+#[derive(Default)]
+pub(super) struct Decisions {
+    /// Why each existing object must be written; absent: it need not be.
+    pub(super) why: BTreeMap<ObjectKey, diff::Reason>,
+    /// Objects whose live state refuses the desired one: delete and create anew.
+    pub(super) recreate: BTreeSet<ObjectKey>,
+}
+
+impl Decisions {
+    /// Whether the object is written: it is missing, or it differs.
+    pub(super) fn needs_write(&self, p: &Planned) -> bool {
+        p.live.is_none() || self.why.contains_key(&p.key())
+    }
+}
+
+/// Makes rendered objects ready to send: fields left to other controllers
+/// dropped, values in the form the API server stores, no namespace on
+/// cluster-scoped objects, the inventory's labels, and the parent as owner of
+/// what lives in its namespace (unless retained: garbage collection would
+/// take it).
+pub(super) fn prepare(
+    objects: &mut [DynamicObject],
+    req: &ApplyRequest<'_>,
+    member_labels: &BTreeMap<String, String>,
+) {
+    let cluster_custom = kinds::cluster_scoped_custom_kinds(objects);
+    for obj in objects.iter_mut() {
+        drop_foreign_fields(obj);
+        diff::as_stored(obj);
+        if kinds::is_cluster_scoped(obj, &cluster_custom) {
+            obj.metadata.namespace = None;
+        }
+        obj.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .extend(member_labels.clone());
+        let same_ns =
+            obj.metadata.namespace.as_deref() == Some(req.inventory.parent_namespace.as_str());
+        if same_ns && !(req.retain)(obj) {
+            obj.metadata.owner_references = req.owner.clone().map(|o| vec![o]);
+        }
+    }
+}
+
+impl Engine {
+    /// Resolves each object's kind and reads its live state, concurrently.
+    /// Kinds defined by CRDs of this very bundle may not be served yet.
+    pub(super) async fn read(
+        &self,
+        objects: Vec<DynamicObject>,
+    ) -> Result<Vec<Planned>, ApplyError> {
+        stream::iter(objects.into_iter().map(|desired| async move {
+            let resolved = self.resolver.resolve(&self.client, &desired).await.ok();
+            let live = match &resolved {
+                Some(r) => self.get_live(r, &desired).await?,
+                None => None,
+            };
+            Ok::<_, ApplyError>(Planned {
+                desired,
+                resolved,
+                live,
+            })
+        }))
+        .buffered(CONCURRENCY)
+        .try_collect()
+        .await
+    }
+
+    pub(super) async fn get_live(
+        &self,
+        resolved: &Resolved,
+        obj: &DynamicObject,
+    ) -> Result<Option<DynamicObject>, ApplyError> {
+        let name = obj.metadata.name.as_deref().unwrap_or("");
+        self.api(resolved, obj.metadata.namespace.as_deref())
+            .get_opt(name)
+            .await
+            .map_err(|source| ApplyError::Api {
+                verb: "get",
+                object: describe(obj),
+                source,
+            })
+    }
+}
+
+/// The first object another inventory holds: then nothing is applied.
+pub(super) fn conflict(planned: &[Planned], inventory_id: &str) -> Option<ApplyError> {
+    planned.iter().find_map(|p| {
+        let (id, ns, name) = inventory::holder(p.live.as_ref()?)?;
+        (id != inventory_id).then(|| ApplyError::Conflict {
+            object: describe(&p.desired),
+            holder: format!("{ns}/{name}"),
+        })
+    })
+}
+
+/// A Namespace that exists and is not ours is someone else's (the chart's,
+/// a person's): it is used, never adopted.
+pub(super) fn drop_foreign_namespaces(planned: &mut Vec<Planned>) {
+    planned.retain(|p| {
+        !(kind(&p.desired) == "Namespace"
+            && p.live
+                .as_ref()
+                .is_some_and(|l| inventory::holder(l).is_none()))
+    });
+}
+
+/// Whether any object lies outside the parent's namespace: then the
+/// component's cluster scope must be claimed first.
+pub(super) fn reaches_out(planned: &[Planned], parent_namespace: &str) -> bool {
+    planned
+        .iter()
+        .any(|p| p.desired.metadata.namespace.as_deref() != Some(parent_namespace))
+}
+
+/// Why each existing object must be written (see `diff`); objects opted out
+/// of repair are not.
+pub(super) fn write_reasons(
+    planned: &[Planned],
+    manager: &str,
+) -> BTreeMap<ObjectKey, diff::Reason> {
+    planned
+        .iter()
+        .filter_map(|p| {
+            let live = p.live.as_ref().filter(|l| !skip_reconcile(l))?;
+            let reason = diff::write_reason(&to_value(&p.desired), &to_value(live), manager)?;
+            Some((p.key(), reason))
+        })
+        .collect()
+}
+
+/// The writes to dry-run before any is made: those whose kind is served,
+/// except objects in a namespace this apply creates (not there to dry-run in).
+pub(super) fn to_dry_run<'a>(planned: &'a [Planned], decisions: &Decisions) -> Vec<&'a Planned> {
+    let new_namespaces: BTreeSet<String> = planned
+        .iter()
+        .filter(|p| kind(&p.desired) == "Namespace" && p.live.is_none())
+        .filter_map(|p| p.desired.metadata.name.clone())
+        .collect();
+    planned
+        .iter()
+        .filter(|p| p.resolved.is_some() && decisions.needs_write(p))
+        .filter(|p| {
+            !p.desired
+                .metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| new_namespaces.contains(ns))
+        })
+        .collect()
+}
+
+/// The inventory's group-kinds: before this apply (the parent's annotation)
+/// and in it. Members of both are listed for the prune.
+pub(super) struct GroupKinds {
+    pub(super) old: BTreeSet<String>,
+    pub(super) new: BTreeSet<String>,
+}
+
+impl GroupKinds {
+    pub(super) fn of(planned: &[Planned], parent_annotations: &BTreeMap<String, String>) -> Self {
+        GroupKinds {
+            new: planned
+                .iter()
+                .map(|p| kinds::group_kind(&p.desired))
+                .collect(),
+            old: inventory::parse_group_kinds(parent_annotations.get(labels::APPLYSET_GROUP_KINDS))
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    pub(super) fn union(&self) -> BTreeSet<String> {
+        self.old.union(&self.new).cloned().collect()
+    }
+}

@@ -1,0 +1,191 @@
+//! Writing: objects in waves (namespaces and CRDs first, webhooks last),
+//! each wave concurrently, the CRDs of wave 1 waited for until Established
+//! before the custom resources that need them. One object's passing failure
+//! does not stop the others; the first failure is returned at the end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+
+use super::fields::skip_reconcile;
+use super::plan::{Decisions, Planned};
+use super::{ApplyError, ApplyOutcome, CONCURRENCY, Engine, ObjectKey, classify, describe};
+use crate::kinds::{self, kind};
+
+/// How long to wait for an applied CRD to become Established.
+const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
+/// The wave of CRDs (see `kinds::apply_wave`).
+const CRD_WAVE: u8 = 1;
+
+impl Engine {
+    /// Applies the planned objects wave by wave and records what happened in
+    /// `outcome`; returns the keys of every object now applied.
+    pub(super) async fn apply_waves(
+        &self,
+        planned: Vec<Planned>,
+        decisions: &Decisions,
+        outcome: &mut ApplyOutcome,
+    ) -> Result<BTreeSet<ObjectKey>, ApplyError> {
+        let mut waves: BTreeMap<u8, Vec<Planned>> = BTreeMap::new();
+        for p in planned {
+            waves
+                .entry(kinds::apply_wave(&p.desired))
+                .or_default()
+                .push(p);
+        }
+        let mut applied = BTreeSet::new();
+        let mut first_failure: Option<ApplyError> = None;
+        for (wave, items) in waves {
+            let results: Vec<Result<(Planned, Option<DynamicObject>), ApplyError>> =
+                stream::iter(items.into_iter().map(|p| self.apply_one(p, decisions)))
+                    .buffer_unordered(CONCURRENCY)
+                    .collect()
+                    .await;
+            for r in results {
+                match r {
+                    Ok((p, written)) => {
+                        applied.insert(p.key());
+                        record(outcome, &p, written, decisions);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "an object failed; applying the others");
+                        first_failure.get_or_insert(e);
+                    }
+                }
+            }
+            if wave == CRD_WAVE {
+                self.wait_established(&outcome.live).await?;
+            }
+        }
+        // Nothing is pruned after a failure: what failed may be what a prune
+        // would judge no longer rendered.
+        match first_failure {
+            Some(e) => Err(e),
+            None => Ok(applied),
+        }
+    }
+
+    /// Writes one object if it must be (resolving its kind first when its CRD
+    /// came in an earlier wave); returns the object written, if any.
+    async fn apply_one(
+        &self,
+        mut p: Planned,
+        decisions: &Decisions,
+    ) -> Result<(Planned, Option<DynamicObject>), ApplyError> {
+        if p.resolved.is_none() {
+            let resolved = self
+                .resolver
+                .resolve(&self.client, &p.desired)
+                .await
+                .map_err(|source| ApplyError::Api {
+                    verb: "resolve the kind of",
+                    object: describe(&p.desired),
+                    source,
+                })?;
+            p.live = self.get_live(&resolved, &p.desired).await?;
+            p.resolved = Some(resolved);
+        }
+        if p.live.as_ref().is_some_and(skip_reconcile) || !decisions.needs_write(&p) {
+            return Ok((p, None));
+        }
+        let written = if decisions.recreate.contains(&p.key()) {
+            self.recreate(&p).await?
+        } else {
+            self.patch(&p, false).await?
+        };
+        Ok((p, Some(written)))
+    }
+
+    /// Server-side apply of the desired object (forced: the operator's field
+    /// manager owns what it renders), or its dry run.
+    pub(super) async fn patch(
+        &self,
+        p: &Planned,
+        dry_run: bool,
+    ) -> Result<DynamicObject, ApplyError> {
+        let Some(resolved) = &p.resolved else {
+            return Err(ApplyError::Invalid {
+                object: describe(&p.desired),
+                message: "kind not served".into(),
+            });
+        };
+        let mut params = PatchParams::apply(&self.manager).force();
+        params.dry_run = dry_run;
+        let name = p.desired.metadata.name.as_deref().unwrap_or("");
+        self.api(resolved, p.desired.metadata.namespace.as_deref())
+            .patch(name, &params, &Patch::Apply(&p.desired))
+            .await
+            .map_err(|source| classify("apply", &p.desired, source))
+    }
+
+    /// Waits, watching, until every CRD among `live` is Established, all at once.
+    async fn wait_established(&self, live: &[DynamicObject]) -> Result<(), ApplyError> {
+        let pending: Vec<String> = live
+            .iter()
+            .filter(|o| kind(o) == "CustomResourceDefinition" && !crate::health::crd_established(o))
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let waits = pending.iter().map(|name| {
+            let api = api.clone();
+            async move {
+                let established = await_condition(api, name, conditions::is_crd_established());
+                match tokio::time::timeout(CRD_ESTABLISH_TIMEOUT, established).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(ApplyError::Timeout {
+                        what: format!(
+                            "CustomResourceDefinition {name} to become Established ({e})"
+                        ),
+                        after: CRD_ESTABLISH_TIMEOUT,
+                    }),
+                    Err(_) => Err(ApplyError::Timeout {
+                        what: format!("CustomResourceDefinition {name} to become Established"),
+                        after: CRD_ESTABLISH_TIMEOUT,
+                    }),
+                }
+            }
+        });
+        futures::future::try_join_all(waits).await.map(|_| ())
+    }
+}
+
+/// Records one applied object in the outcome.
+fn record(
+    outcome: &mut ApplyOutcome,
+    p: &Planned,
+    written: Option<DynamicObject>,
+    decisions: &Decisions,
+) {
+    let key = p.key();
+    match (&p.live, written) {
+        (Some(live), _) if skip_reconcile(live) => {
+            outcome.skipped.push(key);
+            outcome.live.push(live.clone());
+        }
+        (Some(_), Some(new)) => {
+            if decisions.recreate.contains(&key) {
+                outcome.why.insert(
+                    key.clone(),
+                    "recreated: the live object could not take the desired state".into(),
+                );
+                outcome.recreated.push(key.clone());
+            } else if let Some(reason) = decisions.why.get(&key) {
+                outcome.why.insert(key.clone(), reason.clone());
+            }
+            outcome.drifted.push(key.clone());
+            outcome.written.push(key);
+            outcome.live.push(new);
+        }
+        (None, Some(new)) => {
+            outcome.created.push(key.clone());
+            outcome.written.push(key);
+            outcome.live.push(new);
+        }
+        (Some(live), None) => outcome.live.push(live.clone()),
+        (None, None) => {}
+    }
+}
