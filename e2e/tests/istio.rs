@@ -116,24 +116,34 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
         .unwrap_or_default();
     assert!(image.ends_with("1.28.0"), "{image}");
 
-    // Deletion removes everything from istio-system, and the namespace it created.
+    // Deletion removes everything it made from istio-system; the namespace
+    // it created is released, not deleted (whatever else lives there stays).
     istios
         .delete("kubeflow", &DeleteParams::default())
         .await
         .expect("delete");
     wait_gone(&istios, "kubeflow", TIMEOUT).await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    wait_for("istio-system to go", TIMEOUT, || async {
-        let n = namespaces.get_opt("istio-system").await.ok()?;
-        (n.is_none() || n.is_some_and(|n| n.metadata.deletion_timestamp.is_some())).then_some(())
-    })
-    .await;
-    assert!(
+    wait_for("istiod to go", TIMEOUT, || async {
         deployments
             .get_opt("istiod")
             .await
-            .expect("get")
+            .ok()?
             .is_none_or(|d| d.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let kept = namespaces
+        .get("istio-system")
+        .await
+        .expect("istio-system is kept");
+    assert!(kept.metadata.deletion_timestamp.is_none());
+    assert!(
+        !kept.labels().contains_key("applyset.kubernetes.io/part-of"),
+        "released: no inventory holds it"
     );
+    let _ = namespaces
+        .delete("istio-system", &DeleteParams::default())
+        .await;
     ns.delete().await;
 }

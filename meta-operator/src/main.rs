@@ -6,6 +6,7 @@ mod permissions;
 mod plan;
 mod reconcile;
 mod release;
+mod status;
 mod summary;
 
 use clap::Parser;

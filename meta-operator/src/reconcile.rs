@@ -12,12 +12,12 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use kubeflow_api::kubeflow::{ComponentSummary, Phase, UpgradeStatus};
+use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
     DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyError, ApplyRequest, Engine};
-use kubeflow_operator::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
+use kubeflow_operator::conditions::{self, READY, reason};
 use kubeflow_operator::inventory::Inventory;
 use kubeflow_operator::retry::{self, Failures};
 use kubeflow_operator::runner::{self, RunArgs};
@@ -30,13 +30,9 @@ use crate::children;
 use crate::component_kind::ComponentKind;
 use crate::plan;
 use crate::release;
-use crate::summary;
 
 /// The operator's name and field manager.
 pub const NAME: &str = "kubeflow-meta-operator";
-/// Condition present only while an upgrade carries a risk the operators
-/// cannot remove (see [`release::upgrade_risk`]).
-pub const UPGRADE_RISK: &str = "UpgradeRisk";
 /// Finalizer on `Kubeflow` CRs: children go first, in reverse order.
 pub const FINALIZER: &str = "platform.kubeflow.org/cleanup";
 
@@ -278,134 +274,18 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             .with_label_values(&[NAME])
             .inc_by(outcome.written.len() as u64);
     }
-    let after: BTreeMap<ComponentKind, &DynamicObject> = ComponentKind::ORDER
-        .iter()
-        .filter_map(|c| {
-            let kind = c.api_resource().kind;
-            outcome
-                .live
-                .iter()
-                .find(|o| o.types.as_ref().is_some_and(|t| t.kind == kind))
-                .map(|o| (*c, o))
-        })
-        .collect();
-
-    let mut summaries: Vec<ComponentSummary> = Vec::new();
-    for child in wanted.iter().filter(|c| c.managed) {
-        let mut s = summary::summarize(child, after.get(&child.component).copied());
-        if let Some(w) = plan.waiting.get(&child.component) {
-            s.reason = Some(reason::WAITING_FOR_DEPENDENCY.into());
-            s.message = Some(w.clone());
-        }
-        summaries.push(s);
-    }
-    let total = summaries.len();
-    let ready_count = summaries.iter().filter(|s| s.ready).count();
-    let all_ready = ready_count == total;
-    status.components = summaries.clone();
-    status.ready_components = Some(format!("{ready_count}/{total}"));
-    let installed = old.version.clone();
-    if all_ready {
-        status.version = Some(kf.spec.version.clone());
-        status.upgrade = None;
-    } else if let Some(from) = installed.filter(|v| *v != kf.spec.version) {
-        status.upgrade = Some(UpgradeStatus {
-            from,
-            to: kf.spec.version.clone(),
-        });
-    }
-    let risk = status
-        .upgrade
-        .as_ref()
-        .and_then(|u| Some((release::find(&u.from)?, release::find(&u.to)?)))
-        .and_then(|(from, to)| release::upgrade_risk(from, to));
-    match risk {
-        Some(message) => conditions::set(
-            &mut status.conditions,
-            UPGRADE_RISK,
-            true,
-            reason::ISTIO_MINOR_SKIP,
-            &message,
-            generation,
-        ),
-        None => status.conditions.retain(|c| c.type_ != UPGRADE_RISK),
-    }
-    conditions::set(
-        &mut status.conditions,
-        DEGRADED,
-        false,
-        reason::AS_EXPECTED,
-        "",
+    let seen = crate::status::Observed {
+        wanted: &wanted,
+        waiting: &plan.waiting,
+        live: &outcome.live,
+    };
+    let all_ready = crate::status::after_apply(
+        &mut status,
+        &kf.spec.version,
+        old.version.as_deref(),
         generation,
+        &seen,
     );
-    if all_ready {
-        let msg = format!("{total} components ready at Kubeflow {}", kf.spec.version);
-        conditions::set(
-            &mut status.conditions,
-            READY,
-            true,
-            reason::READY,
-            &msg,
-            generation,
-        );
-        conditions::set(
-            &mut status.conditions,
-            PROGRESSING,
-            false,
-            reason::READY,
-            "",
-            generation,
-        );
-        status.phase = Some(Phase::Ready);
-    } else {
-        let pending: Vec<String> = summaries
-            .iter()
-            .filter(|s| !s.ready)
-            .map(|s| {
-                format!(
-                    "{} ({})",
-                    s.name,
-                    s.message.clone().or(s.reason.clone()).unwrap_or_default()
-                )
-            })
-            .collect();
-        let r = if plan.waiting.is_empty() {
-            reason::COMPONENTS_NOT_READY
-        } else {
-            reason::WAITING_FOR_DEPENDENCY
-        };
-        let msg = format!("waiting for {}", pending.join("; "));
-        conditions::set(&mut status.conditions, READY, false, r, &msg, generation);
-        conditions::set(
-            &mut status.conditions,
-            PROGRESSING,
-            true,
-            r,
-            &msg,
-            generation,
-        );
-        status.phase = Some(if status.upgrade.is_some() {
-            Phase::Upgrading
-        } else {
-            Phase::Installing
-        });
-        if summaries.iter().any(|s| {
-            s.reason.as_deref() == Some(reason::OWNERSHIP_CONFLICT)
-                || s.reason.as_deref() == Some(reason::UNKNOWN_VERSION)
-                || s.reason.as_deref() == Some(reason::INVALID_SPEC)
-        }) {
-            // A child refusing its spec needs a person, as its own status says.
-            conditions::set(
-                &mut status.conditions,
-                DEGRADED,
-                true,
-                reason::COMPONENTS_NOT_READY,
-                &msg,
-                generation,
-            );
-            status.phase = Some(Phase::Degraded);
-        }
-    }
     write_status(kf, ctx, &old, &status).await?;
     ctx.metrics.record_component(
         &ComponentRef {
@@ -429,33 +309,17 @@ async fn refuse(
     kf: &Kubeflow,
     ctx: &Context,
     mut status: KubeflowStatus,
-    r: &'static str,
+    r: conditions::Reason,
     message: &str,
 ) -> Result<Action, Error> {
     let generation = kf.meta().generation;
-    tracing::warn!(reason = r, message, "refused");
+    tracing::warn!(reason = %r, message, "refused");
     ctx.metrics
         .reconcile_errors_total
-        .with_label_values(&[NAME, r])
+        .with_label_values(&[NAME, r.as_str()])
         .inc();
     let old = kf.status.clone().unwrap_or_default();
-    conditions::set(
-        &mut status.conditions,
-        DEGRADED,
-        true,
-        r,
-        message,
-        generation,
-    );
-    conditions::set(&mut status.conditions, READY, false, r, message, generation);
-    conditions::set(
-        &mut status.conditions,
-        PROGRESSING,
-        false,
-        r,
-        "",
-        generation,
-    );
+    kubeflow_operator::status::refused(r, message).apply(&mut status.conditions, generation);
     status.phase = Some(Phase::Degraded);
     write_status(kf, ctx, &old, &status).await?;
     Ok(Action::await_change())
@@ -467,18 +331,13 @@ async fn write_status(
     old: &KubeflowStatus,
     new: &KubeflowStatus,
 ) -> Result<(), Error> {
-    let mut a = old.clone();
-    let mut b = new.clone();
-    let same_conditions = conditions::same(&a.conditions, &b.conditions);
-    a.conditions.clear();
-    b.conditions.clear();
-    if same_conditions && a == b && kf.status.is_some() {
-        return Ok(());
-    }
     let api: Api<Kubeflow> =
         Api::namespaced(ctx.client.clone(), &kf.namespace().unwrap_or_default());
-    let old_json = serde_json::to_value(old).unwrap_or(Value::Null);
-    kubeflow_operator::status::patch(
+    let old_json = match &kf.status {
+        Some(_) => serde_json::to_value(old).unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    kubeflow_operator::status::write_if_changed(
         &api,
         kf,
         &old_json,

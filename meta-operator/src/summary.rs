@@ -4,11 +4,13 @@
 
 use kube::api::DynamicObject;
 use kubeflow_api::kubeflow::ComponentSummary;
+use kubeflow_operator::conditions::reason;
 use serde_json::Value;
 
 use crate::children::{Child, expected_version};
 
 /// Summarizes one managed child from its live object (None: not created yet).
+/// (Long on purpose: one case after another, each a reason a person reads.)
 pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummary {
     let name = child.component.to_string();
     let version = expected_version(child).map(str::to_string);
@@ -17,7 +19,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
             name,
             version,
             ready: false,
-            reason: Some("NotCreated".into()),
+            reason: Some(reason::NOT_CREATED.into()),
             message: None,
         };
     };
@@ -50,7 +52,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
     {
         (
             false,
-            Some("Reconciling".to_string()),
+            Some(reason::RECONCILING.into()),
             Some(format!(
                 "{name} has not yet reported on generation {}",
                 generation.unwrap_or(0)

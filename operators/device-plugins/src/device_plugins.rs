@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kubeflow_operator::api::{DevicePlugin, DevicePlugins, PluginType};
+use kubeflow_operator::api::{
+    DevicePlugin, DevicePlugins, DevicePluginsStatus, PluginStatus, PluginType,
+};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
 use kubeflow_operator::conditions::reason;
@@ -92,6 +94,9 @@ fn check_overlaps_with(plugins: &[DevicePlugin], others: &[DevicePlugins]) -> Re
     Ok(())
 }
 
+/// One plugin entry's DaemonSet from the bundle: its own name, selector and
+/// node placement, image, arguments and tolerations. (Long on purpose: the
+/// DaemonSet's fields in the order a person checks them.)
 fn render_plugin(
     plugin: &DevicePlugin,
     ctx: &RenderContext<'_>,
@@ -259,6 +264,7 @@ impl Component for DevicePluginsComponent {
             let int = |ptr: &str| {
                 ds.and_then(|d| d.data.pointer(ptr))
                     .and_then(Value::as_i64)
+                    .and_then(|n| i32::try_from(n).ok())
                     .unwrap_or(0)
             };
             let mut nodes: Vec<String> = pods
@@ -279,20 +285,29 @@ impl Component for DevicePluginsComponent {
                 .filter_map(|pod| pod.spec.and_then(|s| s.node_name))
                 .collect();
             nodes.sort();
-            plugins.push(json!({
-                "name": p.name,
-                "type": p.plugin_type.as_str(),
-                "version": p.version,
-                "desired": int("/status/desiredNumberScheduled"),
-                "ready": int("/status/numberReady"),
-                "available": int("/status/numberAvailable"),
-                "nodes": nodes,
-            }));
+            plugins.push(PluginStatus {
+                name: p.name.clone(),
+                plugin_type: p.plugin_type.as_str().to_string(),
+                version: p.version.clone(),
+                desired: int("/status/desiredNumberScheduled"),
+                ready: int("/status/numberReady"),
+                available: int("/status/numberAvailable"),
+                nodes,
+            });
         }
-        let mut m = serde_json::Map::new();
-        m.insert("pluginCount".into(), json!(cr.spec.plugins.len()));
-        m.insert("plugins".into(), Value::Array(plugins));
-        m
+        let status = DevicePluginsStatus {
+            plugin_count: i32::try_from(cr.spec.plugins.len()).ok(),
+            plugins,
+            ..Default::default()
+        };
+        // The component's own fields only: the shared ones are written by the library.
+        match serde_json::to_value(status) {
+            Ok(Value::Object(mut m)) => {
+                m.retain(|k, _| k == "pluginCount" || k == "plugins");
+                m
+            }
+            _ => serde_json::Map::new(),
+        }
     }
 }
 

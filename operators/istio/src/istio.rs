@@ -3,6 +3,7 @@
 //! which the bundle puts in `kube-system`), its two workloads, the gateway
 //! switch and the mesh config.
 
+use kubeflow_operator::api::components::istio::IstioWorkload;
 use kubeflow_operator::api::{Istio, Platform};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
@@ -54,28 +55,13 @@ impl Component for IstioComponent {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "istio", ctx.manifests_dir)?;
         let mut objects = ctx.bundle("istio", &version)?.objects.clone();
-        transform::set_namespace(
-            &mut objects,
-            CONTROL_PLANE_NAMESPACE,
-            &[CNI_BUNDLE_NAMESPACE],
-        );
-        for ns in objects
-            .iter_mut()
-            .filter(|o| kind(o) == "Namespace" && named(o, CONTROL_PLANE_NAMESPACE))
-        {
-            let labels = ns.metadata.labels.get_or_insert_with(Default::default);
-            if labels.contains_key(POD_SECURITY_ENFORCE) {
-                labels.insert(POD_SECURITY_ENFORCE.into(), "privileged".into());
-                labels.insert(POD_SECURITY_AUDIT.into(), "restricted".into());
-            }
-        }
+        place_cni(&mut objects);
         let placement = Placement {
             from_namespaces: &[KUBEFLOW_NAMESPACE],
             target: ctx.namespace,
             workloads: &[ISTIOD],
         };
         render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
-
         let gateway = spec.ingress_gateway.clone().unwrap_or_default();
         if gateway.enabled == Some(false) {
             transform::remove(&mut objects, |o| {
@@ -85,73 +71,103 @@ impl Component for IstioComponent {
                     .is_some_and(|n| n.starts_with(GATEWAY))
             });
         }
-        for (workload, settings) in [
-            (ISTIOD, spec.istiod.clone().unwrap_or_default()),
-            (GATEWAY, gateway.workload.clone()),
-        ] {
-            if let Some(r) = settings.replicas {
-                transform::set_replicas(&mut objects, &[workload], r);
-                // The autoscaler's floor follows, or it would scale the workload back.
-                for hpa in objects
-                    .iter_mut()
-                    .filter(|o| kind(o) == "HorizontalPodAutoscaler" && named(o, workload))
-                {
-                    hpa.data["spec"]["minReplicas"] = json!(r.max(1));
-                    let max = hpa
-                        .data
-                        .pointer("/spec/maxReplicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1);
-                    hpa.data["spec"]["maxReplicas"] = json!(max.max(i64::from(r)));
-                }
-            }
-            if let Some(res) = &settings.resources {
-                transform::set_resources(&mut objects, &[workload], &[], res);
-            }
-        }
+        scale(
+            &mut objects,
+            ISTIOD,
+            &spec.istiod.clone().unwrap_or_default(),
+        );
+        scale(&mut objects, GATEWAY, &gateway.workload);
         if let Some(overrides) = &spec.mesh_config {
-            crate::mesh::check(overrides).map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
-            let cm = objects
-                .iter_mut()
-                .find(|o| {
-                    kind(o) == "ConfigMap"
-                        && named(o, "istio")
-                        && o.metadata.namespace.as_deref() == Some(CONTROL_PLANE_NAMESPACE)
-                })
-                .ok_or_else(|| {
-                    Refusal::new(
-                        reason::BUNDLE_ERROR,
-                        "the istio bundle has no istio ConfigMap for meshConfig",
-                    )
-                })?;
-            let base = cm
-                .data
-                .pointer("/data/mesh")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let merged = transform::merge_yaml(base, &Value::Object(overrides.clone()))
-                .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
-            cm.data["data"]["mesh"] = json!(merged);
+            merge_mesh_config(&mut objects, overrides)?;
         }
         if ctx.platform == Platform::OpenShift {
-            // The sidecar injector and gateways need anyuid; the CNI node agent is privileged.
-            for sa in objects
-                .iter()
-                .filter(|o| kind(o) == "ServiceAccount")
-                .cloned()
-                .collect::<Vec<_>>()
-            {
-                let (Some(name), Some(ns)) = (
-                    sa.metadata.name.as_deref(),
-                    sa.metadata.namespace.as_deref(),
-                ) else {
-                    continue;
-                };
-                let scc = if name == "istio-cni" { CNI_SCC } else { SCC };
-                objects.push(openshift::scc_grant(ns, name, scc));
-            }
+            grant_sccs(&mut objects);
         }
         Ok(Rendered { objects, version })
+    }
+}
+
+/// Moves the CNI node agent from `kube-system` to the control plane's
+/// namespace, which then must admit a privileged pod.
+fn place_cni(objects: &mut Vec<DynamicObject>) {
+    transform::set_namespace(objects, CONTROL_PLANE_NAMESPACE, &[CNI_BUNDLE_NAMESPACE]);
+    for ns in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Namespace" && named(o, CONTROL_PLANE_NAMESPACE))
+    {
+        let labels = ns.metadata.labels.get_or_insert_with(Default::default);
+        if labels.contains_key(POD_SECURITY_ENFORCE) {
+            labels.insert(POD_SECURITY_ENFORCE.into(), "privileged".into());
+            labels.insert(POD_SECURITY_AUDIT.into(), "restricted".into());
+        }
+    }
+}
+
+/// Replicas and resources of one workload; its autoscaler's floor follows
+/// the replicas, or it would scale the workload back.
+fn scale(objects: &mut [DynamicObject], workload: &str, settings: &IstioWorkload) {
+    if let Some(r) = settings.replicas {
+        transform::set_replicas(objects, &[workload], r);
+        for hpa in objects
+            .iter_mut()
+            .filter(|o| kind(o) == "HorizontalPodAutoscaler" && named(o, workload))
+        {
+            hpa.data["spec"]["minReplicas"] = json!(r.max(1));
+            let max = hpa
+                .data
+                .pointer("/spec/maxReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            hpa.data["spec"]["maxReplicas"] = json!(max.max(i64::from(r)));
+        }
+    }
+    if let Some(res) = &settings.resources {
+        transform::set_resources(objects, &[workload], &[], res);
+    }
+}
+
+/// Merges the CR's `meshConfig` into the bundle's `istio` ConfigMap,
+/// refusing settings Istio does not know or of the wrong type.
+fn merge_mesh_config(
+    objects: &mut [DynamicObject],
+    overrides: &serde_json::Map<String, Value>,
+) -> Result<(), Refusal> {
+    crate::mesh::check(overrides).map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+    let cm = objects
+        .iter_mut()
+        .find(|o| {
+            kind(o) == "ConfigMap"
+                && named(o, "istio")
+                && o.metadata.namespace.as_deref() == Some(CONTROL_PLANE_NAMESPACE)
+        })
+        .ok_or_else(|| {
+            Refusal::new(
+                reason::BUNDLE_ERROR,
+                "the istio bundle has no istio ConfigMap for meshConfig",
+            )
+        })?;
+    let base = cm
+        .data
+        .pointer("/data/mesh")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let merged = transform::merge_yaml(base, &Value::Object(overrides.clone()))
+        .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+    cm.data["data"]["mesh"] = json!(merged);
+    Ok(())
+}
+
+/// On OpenShift: the sidecar injector and gateways need anyuid; the CNI
+/// node agent is privileged.
+fn grant_sccs(objects: &mut Vec<DynamicObject>) {
+    let accounts: Vec<(String, String)> = objects
+        .iter()
+        .filter(|o| kind(o) == "ServiceAccount")
+        .filter_map(|sa| Some((sa.metadata.namespace.clone()?, sa.metadata.name.clone()?)))
+        .collect();
+    for (ns, name) in accounts {
+        let scc = if name == "istio-cni" { CNI_SCC } else { SCC };
+        objects.push(openshift::scc_grant(&ns, &name, scc));
     }
 }
 
@@ -163,6 +179,30 @@ mod tests {
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
         assert_permitted(&IstioComponent, |dir| every_version(dir, "istio"));
+    }
+
+    #[test]
+    fn replicas_follow_into_the_autoscaler_and_the_gateway_can_go() {
+        use kubeflow_operator::component::{find, render_spec};
+        let spec = json!({"version": "1.29.0", "istiod": {"replicas": 3},
+            "ingressGateway": {"enabled": false}, "meshConfig": {"accessLogFile": "/dev/stdout"}});
+        let r = render_spec(&IstioComponent, spec, &()).expect("render");
+        let istiod = find(&r, "Deployment", ISTIOD).expect("istiod");
+        assert_eq!(istiod.data["spec"]["replicas"], json!(3));
+        if let Some(hpa) = find(&r, "HorizontalPodAutoscaler", ISTIOD) {
+            assert_eq!(hpa.data["spec"]["minReplicas"], json!(3));
+            assert!(hpa.data["spec"]["maxReplicas"].as_i64() >= Some(3));
+        }
+        assert!(find(&r, "Deployment", GATEWAY).is_none());
+        let mesh = find(&r, "ConfigMap", "istio").expect("mesh config");
+        assert!(
+            mesh.data["data"]["mesh"]
+                .as_str()
+                .unwrap_or("")
+                .contains("accessLogFile: /dev/stdout")
+        );
+        let typo = json!({"version": "1.29.0", "meshConfig": {"acessLogFile": "/dev/stdout"}});
+        assert!(render_spec(&IstioComponent, typo, &()).is_err());
     }
 
     #[test]

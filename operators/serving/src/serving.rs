@@ -106,7 +106,7 @@ impl Component for ServingComponent {
                         certs::CertError::Read(_, source) => {
                             DereferenceError::Api("read the webhook certificate", source)
                         }
-                        other => Refusal::new("CertificateError", other.to_string()).into(),
+                        other => Refusal::new(reason::CERTIFICATE_ERROR, other.to_string()).into(),
                     })
             }
         }
@@ -129,48 +129,9 @@ impl Component for ServingComponent {
         render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
 
         match cert {
-            Some(cert) => {
-                // Generated certificate: no cert-manager objects, no injection annotations.
-                transform::remove(&mut objects, |o| {
-                    matches!(kind(o), "Issuer" | "Certificate")
-                });
-                for o in objects.iter_mut() {
-                    if let Some(a) = o.metadata.annotations.as_mut() {
-                        a.remove(INJECT);
-                    }
-                }
-                let mut secret: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                    "metadata": {"name": CERT_SECRET, "namespace": ctx.namespace},
-                }))
-                .map_err(|e| Refusal::new(reason::BUNDLE_ERROR, e.to_string()))?;
-                secret.data["data"] = json!({});
-                objects.push(secret);
-                certs::fill_secret(&mut objects, CERT_SECRET, cert);
-                certs::set_ca_bundle(&mut objects, WEBHOOK_SERVICE, cert);
-            }
-            None => {
-                // cert-manager: its objects follow the namespace, so must the names it injects and signs.
-                let from = format!("{BUNDLE_NAMESPACE}/");
-                let to = format!("{}/", ctx.namespace);
-                for o in objects.iter_mut() {
-                    if let Some(v) = o
-                        .metadata
-                        .annotations
-                        .as_mut()
-                        .and_then(|a| a.get_mut(INJECT))
-                    {
-                        *v = v.replacen(&from, &to, 1);
-                    }
-                    if kind(o) == "Certificate" {
-                        let dns = certs::service_dns(WEBHOOK_SERVICE, ctx.namespace);
-                        o.data["spec"]["commonName"] = json!(dns);
-                        o.data["spec"]["dnsNames"] = json!([dns]);
-                    }
-                }
-            }
+            Some(cert) => use_generated_cert(&mut objects, cert, ctx.namespace)?,
+            None => follow_cert_manager(&mut objects, ctx.namespace),
         }
-
         let mode = match spec.deployment_mode.unwrap_or_default() {
             DeploymentMode::RawDeployment => "RawDeployment",
             DeploymentMode::Serverless => "Serverless",
@@ -182,31 +143,85 @@ impl Component for ServingComponent {
             edit_json(&mut objects, "ingress", |d| d["ingressGateway"] = json!(gw))?;
         }
         if let Some(wanted) = &spec.serving_runtimes {
-            let available: Vec<String> = objects
-                .iter()
-                .filter(|o| kind(o) == "ClusterServingRuntime")
-                .filter_map(|o| o.metadata.name.clone())
-                .collect();
-            let unknown: Vec<&String> = wanted.iter().filter(|w| !available.contains(w)).collect();
-            if !unknown.is_empty() {
-                return Err(Refusal::new(
-                    reason::INVALID_SPEC,
-                    format!(
-                        "unknown servingRuntimes {unknown:?}; this version has {}",
-                        available.join(", ")
-                    ),
-                ));
-            }
-            transform::remove(&mut objects, |o| {
-                kind(o) == "ClusterServingRuntime"
-                    && !o.metadata.name.as_ref().is_some_and(|n| wanted.contains(n))
-            });
+            select_runtimes(&mut objects, wanted)?;
         }
         if ctx.platform == Platform::OpenShift {
             objects.push(openshift::scc_grant(ctx.namespace, CONTROLLER, SCC));
         }
         Ok(Rendered { objects, version })
     }
+}
+
+/// The operator's own certificate: no cert-manager objects or injection
+/// annotations; the TLS Secret and the webhooks' caBundle come from `cert`.
+fn use_generated_cert(
+    objects: &mut Vec<DynamicObject>,
+    cert: &WebhookCert,
+    namespace: &str,
+) -> Result<(), Refusal> {
+    transform::remove(objects, |o| matches!(kind(o), "Issuer" | "Certificate"));
+    for o in objects.iter_mut() {
+        if let Some(a) = o.metadata.annotations.as_mut() {
+            a.remove(INJECT);
+        }
+    }
+    let mut secret: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": CERT_SECRET, "namespace": namespace},
+    }))
+    .map_err(|e| Refusal::new(reason::BUNDLE_ERROR, e.to_string()))?;
+    secret.data["data"] = json!({});
+    objects.push(secret);
+    certs::fill_secret(objects, CERT_SECRET, cert);
+    certs::set_ca_bundle(objects, WEBHOOK_SERVICE, cert);
+    Ok(())
+}
+
+/// cert-manager's objects follow the namespace, so must the names it
+/// injects and signs.
+fn follow_cert_manager(objects: &mut [DynamicObject], namespace: &str) {
+    let from = format!("{BUNDLE_NAMESPACE}/");
+    let to = format!("{namespace}/");
+    for o in objects.iter_mut() {
+        if let Some(v) = o
+            .metadata
+            .annotations
+            .as_mut()
+            .and_then(|a| a.get_mut(INJECT))
+        {
+            *v = v.replacen(&from, &to, 1);
+        }
+        if kind(o) == "Certificate" {
+            let dns = certs::service_dns(WEBHOOK_SERVICE, namespace);
+            o.data["spec"]["commonName"] = json!(dns);
+            o.data["spec"]["dnsNames"] = json!([dns]);
+        }
+    }
+}
+
+/// Keeps only the wanted ClusterServingRuntimes; an unknown name is refused
+/// with the list of those this version has.
+fn select_runtimes(objects: &mut Vec<DynamicObject>, wanted: &[String]) -> Result<(), Refusal> {
+    let available: Vec<String> = objects
+        .iter()
+        .filter(|o| kind(o) == "ClusterServingRuntime")
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    let unknown: Vec<&String> = wanted.iter().filter(|w| !available.contains(w)).collect();
+    if !unknown.is_empty() {
+        return Err(Refusal::new(
+            reason::INVALID_SPEC,
+            format!(
+                "unknown servingRuntimes {unknown:?}; this version has {}",
+                available.join(", ")
+            ),
+        ));
+    }
+    transform::remove(objects, |o| {
+        kind(o) == "ClusterServingRuntime"
+            && !o.metadata.name.as_ref().is_some_and(|n| wanted.contains(n))
+    });
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,5 +242,36 @@ mod tests {
             }
             s
         });
+    }
+
+    #[test]
+    fn deployment_mode_gateway_and_runtimes_reach_the_objects() {
+        use kubeflow_operator::component::{find, render_spec};
+        let spec = serde_json::json!({
+            "version": "v0.16.0", "deploymentMode": "RawDeployment", "certificates": "cert-manager",
+            "ingressGateway": "kubeflow/kubeflow-gateway", "servingRuntimes": ["kserve-sklearnserver"],
+        });
+        let r = render_spec(&ServingComponent, spec, &None).expect("render");
+        let config = find(&r, "ConfigMap", "inferenceservice-config").expect("config");
+        let deploy = config.data["data"]["deploy"].as_str().unwrap_or("");
+        assert!(deploy.contains("RawDeployment"), "{deploy}");
+        let ingress = config.data["data"]["ingress"].as_str().unwrap_or("");
+        assert!(ingress.contains("kubeflow/kubeflow-gateway"), "{ingress}");
+        let runtimes: Vec<&str> = r
+            .objects
+            .iter()
+            .filter(|o| kind(o) == "ClusterServingRuntime")
+            .filter_map(|o| o.metadata.name.as_deref())
+            .collect();
+        assert_eq!(runtimes, ["kserve-sklearnserver"]);
+        let unknown = serde_json::json!({"version": "v0.16.0", "certificates": "cert-manager", "servingRuntimes": ["nope"]});
+        let refused = render_spec(&ServingComponent, unknown, &None)
+            .err()
+            .expect("refused");
+        assert!(
+            refused.message.contains("kserve-sklearnserver"),
+            "{}",
+            refused.message
+        );
     }
 }

@@ -81,46 +81,7 @@ impl Component for TrainingComponent {
         render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
 
         if let Some(enabled) = &spec.job_kinds {
-            // Only the enabled kinds' CRDs and webhooks; the controller runs only their schemes.
-            transform::remove(&mut objects, |o| {
-                kind(o) == "CustomResourceDefinition"
-                    && job_kind_of(o).is_some_and(|j| !enabled.contains(&j))
-            });
-            let disabled: Vec<String> = JobKind::ALL
-                .iter()
-                .filter(|j| !enabled.contains(j))
-                .map(|j| format!("{}s", j.as_str().to_lowercase()))
-                .collect();
-            for obj in objects
-                .iter_mut()
-                .filter(|o| kind(o) == "ValidatingWebhookConfiguration")
-            {
-                if let Some(hooks) = obj.data.get_mut("webhooks").and_then(|h| h.as_array_mut()) {
-                    hooks.retain(|h| {
-                        let resources = h.pointer("/rules/0/resources").and_then(|r| r.as_array());
-                        !resources.is_some_and(|rs| {
-                            rs.iter().any(|r| {
-                                r.as_str().is_some_and(|r| disabled.iter().any(|d| d == r))
-                            })
-                        })
-                    });
-                }
-            }
-            let mut kinds: Vec<&JobKind> = enabled.iter().collect();
-            kinds.sort();
-            kinds.dedup();
-            for obj in objects
-                .iter_mut()
-                .filter(|o| o.metadata.name.as_deref() == Some(WORKLOAD) && kind(o) == "Deployment")
-            {
-                if let Some(c) = obj.data.pointer_mut("/spec/template/spec/containers/0") {
-                    let args: Vec<String> = kinds
-                        .iter()
-                        .map(|k| format!("--enable-scheme={}", k.as_str().to_lowercase()))
-                        .collect();
-                    c["args"] = serde_json::json!(args);
-                }
-            }
+            enable_only(&mut objects, enabled);
         }
         let scheduler = spec.gang_scheduler.map(|g| match g {
             GangScheduler::Volcano => "volcano",
@@ -138,6 +99,49 @@ impl Component for TrainingComponent {
     }
 }
 
+/// Only the enabled job kinds' CRDs and webhooks; the controller runs only
+/// their schemes.
+fn enable_only(objects: &mut Vec<DynamicObject>, enabled: &[JobKind]) {
+    transform::remove(objects, |o| {
+        kind(o) == "CustomResourceDefinition"
+            && job_kind_of(o).is_some_and(|j| !enabled.contains(&j))
+    });
+    let disabled: Vec<String> = JobKind::ALL
+        .iter()
+        .filter(|j| !enabled.contains(j))
+        .map(|j| format!("{}s", j.as_str().to_lowercase()))
+        .collect();
+    for obj in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "ValidatingWebhookConfiguration")
+    {
+        if let Some(hooks) = obj.data.get_mut("webhooks").and_then(|h| h.as_array_mut()) {
+            hooks.retain(|h| {
+                let resources = h.pointer("/rules/0/resources").and_then(|r| r.as_array());
+                !resources.is_some_and(|rs| {
+                    rs.iter()
+                        .any(|r| r.as_str().is_some_and(|r| disabled.iter().any(|d| d == r)))
+                })
+            });
+        }
+    }
+    let mut kinds: Vec<&JobKind> = enabled.iter().collect();
+    kinds.sort();
+    kinds.dedup();
+    let args: Vec<String> = kinds
+        .iter()
+        .map(|k| format!("--enable-scheme={}", k.as_str().to_lowercase()))
+        .collect();
+    for obj in objects
+        .iter_mut()
+        .filter(|o| o.metadata.name.as_deref() == Some(WORKLOAD) && kind(o) == "Deployment")
+    {
+        if let Some(c) = obj.data.pointer_mut("/spec/template/spec/containers/0") {
+            c["args"] = serde_json::json!(args);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +150,51 @@ mod tests {
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
         assert_permitted(&TrainingComponent, |dir| every_version(dir, "training"));
+    }
+
+    #[test]
+    fn job_kinds_and_the_gang_scheduler_reach_crds_webhooks_and_flags() {
+        use kubeflow_operator::component::{find, render_spec};
+        let r = render_spec(
+            &TrainingComponent,
+            serde_json::json!({"version": "v1.9.2", "jobKinds": ["PyTorchJob"], "gangScheduler": "volcano"}),
+            &(),
+        )
+        .expect("render");
+        let crds: Vec<&str> = r
+            .objects
+            .iter()
+            .filter(|o| kind(o) == "CustomResourceDefinition")
+            .filter_map(|o| o.metadata.name.as_deref())
+            .collect();
+        assert_eq!(crds, ["pytorchjobs.kubeflow.org"]);
+        let args = find(&r, "Deployment", WORKLOAD)
+            .and_then(|d| d.data.pointer("/spec/template/spec/containers/0/args"))
+            .cloned()
+            .unwrap_or_default();
+        let args: Vec<String> = serde_json::from_value(args).unwrap_or_default();
+        assert!(
+            args.contains(&"--enable-scheme=pytorchjob".to_string()),
+            "{args:?}"
+        );
+        assert!(
+            args.iter().any(|a| a == "--gang-scheduler-name=volcano"),
+            "{args:?}"
+        );
+        let hooks = r
+            .objects
+            .iter()
+            .find(|o| kind(o) == "ValidatingWebhookConfiguration")
+            .and_then(|o| o.data["webhooks"].as_array().cloned())
+            .unwrap_or_default();
+        assert_eq!(hooks.len(), 1, "only the PyTorchJob webhook stays");
+        assert!(
+            render_spec(
+                &TrainingComponent,
+                serde_json::json!({"version": "v0.0.1"}),
+                &()
+            )
+            .is_err()
+        );
     }
 }

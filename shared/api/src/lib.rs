@@ -14,7 +14,8 @@ pub use common::*;
 pub use components::{
     ComponentResource,
     device_plugins::{
-        DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginType,
+        DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginStatus,
+        PluginType,
     },
     istio::{Istio, IstioSpec},
     pipelines::{Pipelines, PipelinesSpec},

@@ -11,44 +11,147 @@ pub const PROGRESSING: &str = "Progressing";
 /// Condition type: the spec cannot be brought about without a person acting.
 pub const DEGRADED: &str = "Degraded";
 
-/// Reasons, as constants so dashboards and alerts can rely on them.
-pub mod reason {
+/// Why a condition is what it is: CamelCase, stable, so dashboards, alerts
+/// and the meta-operator can rely on them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
     /// Everything is ready.
-    pub const READY: &str = "Ready";
+    Ready,
     /// Applied; workloads are starting.
-    pub const WORKLOADS_NOT_READY: &str = "WorkloadsNotReady";
+    WorkloadsNotReady,
     /// Nothing is wrong.
-    pub const AS_EXPECTED: &str = "AsExpected";
+    AsExpected,
     /// The spec names a version with no bundle.
-    pub const UNKNOWN_VERSION: &str = "UnknownVersion";
+    UnknownVersion,
     /// The spec names no version.
-    pub const VERSION_REQUIRED: &str = "VersionRequired";
+    VersionRequired,
     /// The spec is invalid (malformed override, ...).
-    pub const INVALID_SPEC: &str = "InvalidSpec";
+    InvalidSpec,
     /// A referenced Secret is missing.
-    pub const SECRET_MISSING: &str = "SecretMissing";
+    SecretMissing,
     /// Another instance holds a cluster-scoped object.
-    pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
+    OwnershipConflict,
     /// A bundle could not be read.
-    pub const BUNDLE_ERROR: &str = "BundleError";
+    BundleError,
     /// A prerequisite outside the project is missing.
-    pub const PREREQUISITE_MISSING: &str = "PrerequisiteMissing";
+    PrerequisiteMissing,
     /// A transient API failure; the operator retries.
-    pub const API_ERROR: &str = "ApiError";
+    ApiError,
     /// The operator's RBAC does not allow a request it must make.
-    pub const PERMISSION_DENIED: &str = "PermissionDenied";
+    PermissionDenied,
     /// The component is being removed.
-    pub const DELETING: &str = "Deleting";
+    Deleting,
     /// Waiting for another component.
-    pub const WAITING_FOR_DEPENDENCY: &str = "WaitingForDependency";
+    WaitingForDependency,
     /// A version change is refused.
-    pub const DOWNGRADE_REFUSED: &str = "DowngradeRefused";
+    DowngradeRefused,
     /// An upgrade moves Istio more than one minor version in place.
-    pub const ISTIO_MINOR_SKIP: &str = "IstioMinorVersionSkip";
+    IstioMinorVersionSkip,
     /// The CR would install into a namespace the operator may not install into.
-    pub const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
+    NamespaceNotAllowed,
     /// Some managed components are not ready.
-    pub const COMPONENTS_NOT_READY: &str = "ComponentsNotReady";
+    ComponentsNotReady,
+    /// A webhook certificate could not be made or read.
+    CertificateError,
+    /// A component CR not created yet (in the `Kubeflow` status).
+    NotCreated,
+    /// A component has not reported on its current generation yet.
+    Reconciling,
+}
+
+impl Reason {
+    /// The reason as it appears in conditions and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Ready => "Ready",
+            Reason::WorkloadsNotReady => "WorkloadsNotReady",
+            Reason::AsExpected => "AsExpected",
+            Reason::UnknownVersion => "UnknownVersion",
+            Reason::VersionRequired => "VersionRequired",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::SecretMissing => "SecretMissing",
+            Reason::OwnershipConflict => "OwnershipConflict",
+            Reason::BundleError => "BundleError",
+            Reason::PrerequisiteMissing => "PrerequisiteMissing",
+            Reason::ApiError => "ApiError",
+            Reason::PermissionDenied => "PermissionDenied",
+            Reason::Deleting => "Deleting",
+            Reason::WaitingForDependency => "WaitingForDependency",
+            Reason::DowngradeRefused => "DowngradeRefused",
+            Reason::IstioMinorVersionSkip => "IstioMinorVersionSkip",
+            Reason::NamespaceNotAllowed => "NamespaceNotAllowed",
+            Reason::ComponentsNotReady => "ComponentsNotReady",
+            Reason::CertificateError => "CertificateError",
+            Reason::NotCreated => "NotCreated",
+            Reason::Reconciling => "Reconciling",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Reason> for String {
+    fn from(r: Reason) -> String {
+        r.as_str().to_string()
+    }
+}
+
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// The reasons under the names the code has always used.
+pub mod reason {
+    use super::Reason;
+
+    /// Everything is ready.
+    pub const READY: Reason = Reason::Ready;
+    /// Applied; workloads are starting.
+    pub const WORKLOADS_NOT_READY: Reason = Reason::WorkloadsNotReady;
+    /// Nothing is wrong.
+    pub const AS_EXPECTED: Reason = Reason::AsExpected;
+    /// The spec names a version with no bundle.
+    pub const UNKNOWN_VERSION: Reason = Reason::UnknownVersion;
+    /// The spec names no version.
+    pub const VERSION_REQUIRED: Reason = Reason::VersionRequired;
+    /// The spec is invalid (malformed override, ...).
+    pub const INVALID_SPEC: Reason = Reason::InvalidSpec;
+    /// A referenced Secret is missing.
+    pub const SECRET_MISSING: Reason = Reason::SecretMissing;
+    /// Another instance holds a cluster-scoped object.
+    pub const OWNERSHIP_CONFLICT: Reason = Reason::OwnershipConflict;
+    /// A bundle could not be read.
+    pub const BUNDLE_ERROR: Reason = Reason::BundleError;
+    /// A prerequisite outside the project is missing.
+    pub const PREREQUISITE_MISSING: Reason = Reason::PrerequisiteMissing;
+    /// A transient API failure; the operator retries.
+    pub const API_ERROR: Reason = Reason::ApiError;
+    /// The operator's RBAC does not allow a request it must make.
+    pub const PERMISSION_DENIED: Reason = Reason::PermissionDenied;
+    /// The component is being removed.
+    pub const DELETING: Reason = Reason::Deleting;
+    /// Waiting for another component.
+    pub const WAITING_FOR_DEPENDENCY: Reason = Reason::WaitingForDependency;
+    /// A version change is refused.
+    pub const DOWNGRADE_REFUSED: Reason = Reason::DowngradeRefused;
+    /// An upgrade moves Istio more than one minor version in place.
+    pub const ISTIO_MINOR_SKIP: Reason = Reason::IstioMinorVersionSkip;
+    /// The CR would install into a namespace the operator may not install into.
+    pub const NAMESPACE_NOT_ALLOWED: Reason = Reason::NamespaceNotAllowed;
+    /// Some managed components are not ready.
+    pub const COMPONENTS_NOT_READY: Reason = Reason::ComponentsNotReady;
+    /// A webhook certificate could not be made or read.
+    pub const CERTIFICATE_ERROR: Reason = Reason::CertificateError;
+    /// A component CR not created yet (in the `Kubeflow` status).
+    pub const NOT_CREATED: Reason = Reason::NotCreated;
+    /// A component has not reported on its current generation yet.
+    pub const RECONCILING: Reason = Reason::Reconciling;
 }
 
 /// Sets a condition, keeping `lastTransitionTime` unless the status changes.
@@ -56,7 +159,7 @@ pub fn set(
     conditions: &mut Vec<Condition>,
     type_: &str,
     status: bool,
-    reason: &str,
+    reason: Reason,
     message: &str,
     generation: Option<i64>,
 ) {

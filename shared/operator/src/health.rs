@@ -197,6 +197,88 @@ mod tests {
     }
 
     #[test]
+    fn workload_availability_table() {
+        // (kind, generation, status, spec replicas, available)
+        let cases = [
+            (
+                "Deployment",
+                1,
+                json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2, "readyReplicas": 2}),
+                2,
+                true,
+            ),
+            (
+                "Deployment",
+                2,
+                json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+                2,
+                false,
+            ),
+            (
+                "Deployment",
+                1,
+                json!({"observedGeneration": 1, "replicas": 3, "updatedReplicas": 2, "availableReplicas": 2}),
+                2,
+                false,
+            ),
+            (
+                "Deployment",
+                1,
+                json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 2}),
+                2,
+                false,
+            ),
+            ("Deployment", 1, json!({"observedGeneration": 1}), 0, true),
+            (
+                "StatefulSet",
+                1,
+                json!({"observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1}),
+                1,
+                true,
+            ),
+            (
+                "StatefulSet",
+                1,
+                json!({"observedGeneration": 1, "readyReplicas": 0, "updatedReplicas": 1}),
+                1,
+                false,
+            ),
+            (
+                "DaemonSet",
+                1,
+                json!({"observedGeneration": 1, "desiredNumberScheduled": 3, "numberReady": 3, "updatedNumberScheduled": 3, "numberAvailable": 3}),
+                0,
+                true,
+            ),
+            (
+                "DaemonSet",
+                1,
+                json!({"observedGeneration": 1, "desiredNumberScheduled": 3, "numberReady": 3, "updatedNumberScheduled": 2, "numberAvailable": 3}),
+                0,
+                false,
+            ),
+            (
+                "DaemonSet",
+                1,
+                json!({"observedGeneration": 1, "desiredNumberScheduled": 0, "numberReady": 0, "updatedNumberScheduled": 0, "numberAvailable": 0}),
+                0,
+                true,
+            ),
+        ];
+        for (i, (kind, generation, status, replicas, available)) in cases.into_iter().enumerate() {
+            let o = obj(json!({
+                "apiVersion": "apps/v1", "kind": kind,
+                "metadata": {"name": "w", "namespace": "ns", "generation": generation},
+                "spec": {"replicas": replicas}, "status": status,
+            }));
+            let w = workload(&o).expect("a workload");
+            assert_eq!(w.available, available, "case {i}: {kind} {o:?}");
+        }
+        let cm = obj(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}));
+        assert!(workload(&cm).is_none());
+    }
+
+    #[test]
     fn workloads_say_why_they_are_not_available() {
         let stuck = obj(json!({
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n", "generation": 1},

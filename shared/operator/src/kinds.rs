@@ -123,3 +123,69 @@ pub fn custom_kinds(objects: &[DynamicObject]) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(api_version: &str, kind: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": api_version, "kind": kind, "metadata": {"name": "x"},
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn waves_put_what_others_need_first_and_take_it_last() {
+        let order = [
+            ("v1", "Namespace"),
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+            ("scheduling.k8s.io/v1", "PriorityClass"),
+            ("v1", "ServiceAccount"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+            ("v1", "Service"),
+            ("apps/v1", "Deployment"),
+            ("networking.istio.io/v1", "Gateway"),
+            (
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+            ),
+        ];
+        let waves: Vec<u8> = order.iter().map(|(a, k)| apply_wave(&obj(a, k))).collect();
+        let mut sorted = waves.clone();
+        sorted.sort();
+        assert_eq!(waves, sorted, "apply waves follow dependencies: {waves:?}");
+        // Cleanup: custom resources, then webhooks, workloads, the rest, CRDs, Namespaces.
+        let custom = vec!["Gateway.networking.istio.io".to_string()];
+        let delete = |a: &str, k: &str| delete_wave(&obj(a, k), &custom);
+        let deletes = [
+            delete("networking.istio.io/v1", "Gateway"),
+            delete(
+                "admissionregistration.k8s.io/v1",
+                "MutatingWebhookConfiguration",
+            ),
+            delete("apps/v1", "Deployment"),
+            delete("v1", "Service"),
+            delete("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+            delete("v1", "Namespace"),
+        ];
+        assert!(deletes.windows(2).all(|w| w[0] < w[1]), "{deletes:?}");
+    }
+
+    #[test]
+    fn scope_comes_from_built_in_knowledge_and_the_bundles_crds() {
+        assert!(is_cluster_scoped(
+            &obj("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            &[]
+        ));
+        assert!(!is_cluster_scoped(&obj("apps/v1", "Deployment"), &[]));
+        let custom = vec!["ClusterServingRuntime.serving.kserve.io".to_string()];
+        assert!(is_cluster_scoped(
+            &obj("serving.kserve.io/v1alpha1", "ClusterServingRuntime"),
+            &custom
+        ));
+        assert_eq!(group_kind(&obj("v1", "Secret")), "Secret");
+        assert_eq!(group_kind(&obj("apps/v1", "Deployment")), "Deployment.apps");
+    }
+}

@@ -47,7 +47,7 @@ pub struct Runtime {
 }
 
 /// Starts tracing, the client, the metrics server and (when asked) waits to
-/// become leader.
+/// become leader. (Long on purpose: the start-up sequence in its order.)
 pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     telemetry::init_tracing();
     let metrics = Metrics::new().context("failed to register metrics")?;

@@ -1,4 +1,6 @@
-//! Writing a CR's status through the `/status` subresource.
+//! A CR's status: the Ready/Progressing/Degraded verdicts every operator
+//! gives, and writing it through the `/status` subresource only when it
+//! changed (the zero-writes-at-rest promise).
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -26,9 +28,47 @@ where
     Ok(())
 }
 
+/// Writes `new` as the status of `cr` unless it says what `old` (the status
+/// the CR has) says; conditions compare without their transition times, so
+/// the clock alone never causes a write. Returns whether it wrote.
+pub async fn write_if_changed<K>(
+    api: &Api<K>,
+    cr: &K,
+    old: &Value,
+    new: Value,
+) -> Result<bool, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    if !old.is_null() && same(old, &new) {
+        return Ok(false);
+    }
+    patch(api, cr, old, new).await?;
+    Ok(true)
+}
+
+/// Whether two statuses say the same, conditions compared without their
+/// transition times.
+pub fn same(old: &Value, new: &Value) -> bool {
+    let conditions_of = |v: &Value| -> Vec<Condition> {
+        v.get("conditions")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default()
+    };
+    let without_conditions = |v: &Value| {
+        let mut v = v.clone();
+        if let Value::Object(m) = &mut v {
+            m.remove("conditions");
+        }
+        v
+    };
+    conditions::same(&conditions_of(old), &conditions_of(new))
+        && without_conditions(old) == without_conditions(new)
+}
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::conditions::{self, DEGRADED, PROGRESSING, READY, reason};
+use crate::conditions::{self, DEGRADED, PROGRESSING, READY, Reason, reason};
 
 /// How many identical failures in a row make a passing error `Degraded`:
 /// one API error is weather, three of the same are a fault a person should see.
@@ -43,7 +83,7 @@ pub struct Verdict<'a> {
     /// Degraded's status.
     pub degraded: bool,
     /// The reason all three carry (Degraded carries `AsExpected` when false).
-    pub reason: &'a str,
+    pub reason: Reason,
     /// The message of Ready and Progressing (and Degraded when true).
     pub message: &'a str,
 }
@@ -78,7 +118,7 @@ impl Verdict<'_> {
 }
 
 /// Input a person must fix: not Ready, Degraded, not Progressing.
-pub fn refused<'a>(reason: &'a str, message: &'a str) -> Verdict<'a> {
+pub fn refused(reason: Reason, message: &str) -> Verdict<'_> {
     Verdict {
         ready: false,
         progressing: false,
@@ -90,7 +130,7 @@ pub fn refused<'a>(reason: &'a str, message: &'a str) -> Verdict<'a> {
 
 /// An apply that failed: never Ready, whatever was true before. Still
 /// progressing (it is retried), and Degraded once the same failure repeats.
-pub fn failed<'a>(reason: &'a str, message: &'a str, repeats: u32) -> Verdict<'a> {
+pub fn failed(reason: Reason, message: &str, repeats: u32) -> Verdict<'_> {
     Verdict {
         ready: false,
         progressing: true,
@@ -101,12 +141,12 @@ pub fn failed<'a>(reason: &'a str, message: &'a str, repeats: u32) -> Verdict<'a
 }
 
 /// Applied: Ready when every workload is, else progressing towards it.
-pub fn applied<'a>(
+pub fn applied(
     ready: bool,
-    ready_reason: &'a str,
-    waiting_reason: &'a str,
-    message: &'a str,
-) -> Verdict<'a> {
+    ready_reason: Reason,
+    waiting_reason: Reason,
+    message: &str,
+) -> Verdict<'_> {
     Verdict {
         ready,
         progressing: !ready,
@@ -153,6 +193,27 @@ mod tests {
             ("True", "ApiError", "500: quantities must match")
         );
         assert!(c.iter().all(|x| x.observed_generation == Some(2)));
+    }
+
+    #[test]
+    fn a_status_that_changed_only_in_its_clock_is_the_same() {
+        let at = |t: &str, status: &str| {
+            json!({"version": "v1", "conditions": [{
+                "type": "Ready", "status": status, "reason": "Ready", "message": "",
+                "observedGeneration": 1, "lastTransitionTime": t,
+            }]})
+        };
+        assert!(same(
+            &at("2026-01-01T00:00:00Z", "True"),
+            &at("2026-02-01T00:00:00Z", "True")
+        ));
+        assert!(!same(
+            &at("2026-01-01T00:00:00Z", "True"),
+            &at("2026-01-01T00:00:00Z", "False")
+        ));
+        let mut other = at("2026-01-01T00:00:00Z", "True");
+        other["version"] = json!("v2");
+        assert!(!same(&at("2026-01-01T00:00:00Z", "True"), &other));
     }
 
     #[test]

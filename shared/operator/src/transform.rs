@@ -16,7 +16,8 @@ use crate::kinds::{self, kind};
 /// references. `only_from` limits the move to objects in those namespaces
 /// (empty: all). Namespace objects named like a moved namespace are dropped,
 /// since the target namespace is the component CR's and already exists.
-/// Cluster-scoped objects lose any namespace they carry.
+/// Cluster-scoped objects lose any namespace they carry. (Long on purpose:
+/// kustomize's namespace rewrites, one kind after another.)
 pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: &[&str]) {
     let cluster_custom = kinds::cluster_scoped_custom_kinds(objects);
     let moves = |ns: &str| only_from.is_empty() || only_from.contains(&ns);

@@ -57,7 +57,7 @@ use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::common::CommonSpec;
+use crate::common::{CommonSpec, ComponentStatus};
 
 /// A component custom resource: one per micro-operator.
 pub trait ComponentResource:
@@ -75,22 +75,29 @@ pub trait ComponentResource:
 
     /// The settings every component shares.
     fn common(&self) -> &CommonSpec;
+
+    /// The status every component shares, if the CR has one.
+    fn component_status(&self) -> Option<&ComponentStatus>;
 }
 
 macro_rules! component {
-    ($kind:ty, $name:literal) => {
+    ($kind:ty, $name:literal, $status:expr) => {
         impl ComponentResource for $kind {
             const COMPONENT: &'static str = $name;
             fn common(&self) -> &CommonSpec {
                 &self.spec.common
             }
+            fn component_status(&self) -> Option<&ComponentStatus> {
+                self.status.as_ref().map($status)
+            }
         }
     };
 }
 
-component!(training::Training, "training");
-component!(trainer::Trainer, "trainer");
-component!(serving::Serving, "serving");
-component!(pipelines::Pipelines, "pipelines");
-component!(istio::Istio, "istio");
-component!(device_plugins::DevicePlugins, "device-plugins");
+component!(training::Training, "training", |s| s);
+component!(trainer::Trainer, "trainer", |s| &s.common);
+component!(serving::Serving, "serving", |s| s);
+component!(pipelines::Pipelines, "pipelines", |s| s);
+component!(istio::Istio, "istio", |s| s);
+component!(device_plugins::DevicePlugins, "device-plugins", |s| &s
+    .common);

@@ -302,6 +302,7 @@ fn same_quantity(a: &Value, b: &Value) -> bool {
 
 /// A Kubernetes quantity as an exact count of nano-units: "2Gi", "2048Mi",
 /// "2", "2000m", "1.5", "1e3", "500n". None when it is not a quantity.
+/// (Long on purpose: the grammar's cases in the order the API server reads them.)
 pub fn quantity(text: &str) -> Option<i128> {
     let s = text.trim();
     let (number, suffix) = match s.find(|c: char| c.is_ascii_alphabetic()) {

@@ -81,41 +81,16 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
         .trigger_backoff(crate::watches::trigger_backoff());
-    let selector = format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT);
     tracing::info!(kinds = watched.len(), "watching every kind of the bundles");
-    for kind in watched {
-        // A namespaced kind is watched in each allowed namespace: the
-        // operator's Roles grant nothing cluster-wide.
-        let apis: Vec<(Api<DynamicObject>, String)> = match (kind.namespaced, scope.namespaces()) {
-            (true, Some(namespaces)) => namespaces
-                .iter()
-                .map(|ns| {
-                    (
-                        Api::namespaced_with(rt.client.clone(), ns, &kind.resource),
-                        format!(
-                            "{}/{} in {ns}",
-                            kind.resource.api_version, kind.resource.plural
-                        ),
-                    )
-                })
-                .collect(),
-            _ => vec![(
-                Api::all_with(rt.client.clone(), &kind.resource),
-                format!("{}/{}", kind.resource.api_version, kind.resource.plural),
-            )],
-        };
-        for (api, what) in apis {
-            let stream = crate::watches::isolated(
-                api,
-                watcher::Config::default().labels(&selector).any_semantic(),
-                what,
-            );
-            controller = controller.watches_stream_with(
-                stream,
-                owner_of::<C::Resource>,
-                kind.resource.clone(),
-            );
-        }
+    for (api, what, resource) in managed_watches(&rt.client, watched, &scope) {
+        let stream = crate::watches::isolated(
+            api,
+            watcher::Config::default()
+                .labels(&selector::<C>())
+                .any_semantic(),
+            what,
+        );
+        controller = controller.watches_stream_with(stream, owner_of::<C::Resource>, resource);
     }
     runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
     tracing::info!(operator = %name, "starting controller");
@@ -126,6 +101,42 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         .await;
     rt.release().await;
     Ok(())
+}
+
+/// The label selector of the objects this operator manages.
+fn selector<C: Component>() -> String {
+    format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT)
+}
+
+/// One watch per managed kind, namespaced kinds once per allowed namespace
+/// (the operator's Roles grant nothing cluster-wide): the API, a name for
+/// the logs, and the kind.
+fn managed_watches(
+    client: &Client,
+    watched: Vec<crate::watches::Watched>,
+    scope: &NamespaceScope,
+) -> Vec<(Api<DynamicObject>, String, ApiResource)> {
+    let mut out = Vec::new();
+    for kind in watched {
+        let name = format!("{}/{}", kind.resource.api_version, kind.resource.plural);
+        match (kind.namespaced, scope.namespaces()) {
+            (true, Some(namespaces)) => {
+                for ns in namespaces {
+                    out.push((
+                        Api::namespaced_with(client.clone(), ns, &kind.resource),
+                        format!("{name} in {ns}"),
+                        kind.resource.clone(),
+                    ));
+                }
+            }
+            _ => out.push((
+                Api::all_with(client.clone(), &kind.resource),
+                name,
+                kind.resource.clone(),
+            )),
+        }
+    }
+    out
 }
 
 /// What the operator watches: every kind of its bundles (their roles grant

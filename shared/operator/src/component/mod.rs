@@ -20,7 +20,9 @@ pub mod testing;
 pub use cli::{Command, main, rules_of};
 pub use controller::run;
 #[cfg(any(test, feature = "testing"))]
-pub use testing::{assert_permitted, every_version, permission_gaps};
+pub use testing::{
+    assert_permitted, every_version, find, manifests_dir, permission_gaps, render_spec,
+};
 
 use controller::Context;
 use reconcile::{apply, cleanup_component};
@@ -63,15 +65,15 @@ pub const FINALIZER: &str = "components.kubeflow.org/cleanup";
 /// Input a person must fix: becomes a Degraded condition, applies nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refusal {
-    /// CamelCase reason (see [`conditions::reason`]).
-    pub reason: &'static str,
+    /// Why (see [`conditions::Reason`]).
+    pub reason: conditions::Reason,
     /// What is wrong and what to do.
     pub message: String,
 }
 
 impl Refusal {
     /// A refusal.
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(reason: conditions::Reason, message: impl Into<String>) -> Self {
         Refusal {
             reason,
             message: message.into(),

@@ -4,11 +4,7 @@
 use super::*;
 
 pub(super) fn current_status<K: ComponentResource>(cr: &K) -> ComponentStatus {
-    serde_json::to_value(cr)
-        .ok()
-        .and_then(|v| v.get("status").cloned())
-        .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default()
+    cr.component_status().cloned().unwrap_or_default()
 }
 
 pub(super) fn inventory_of<K: ComponentResource>(cr: &K) -> Inventory {
@@ -36,32 +32,77 @@ pub(super) async fn platform_of<C: Component>(
     }
 }
 
+/// One reconcile of a component CR, as its steps: check where it installs,
+/// dereference what it points at, render, apply, report what the apply
+/// repaired, assess health, write the status. A refusal at any step ends it
+/// with a condition a person can act on and nothing written.
 pub(super) async fn apply<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
 ) -> Result<Action, ReconcileError> {
-    let generation = cr.meta().generation;
-    let ns = cr.namespace().unwrap_or_default();
     let old = current_status(cr);
     let mut status = old.clone();
-    status.observed_generation = generation;
+    status.observed_generation = cr.meta().generation;
     let platform = platform_of(cr, ctx).await?;
     status.platform = Some(platform);
+    let rendered = match render(cr, ctx, platform).await? {
+        Ok(r) => r,
+        Err(refusal) => return refuse(cr, ctx, status, refusal).await,
+    };
+    let version = rendered.version.clone();
+    let outcome = match apply_rendered(cr, ctx, rendered.objects, &version).await {
+        Applied::Done(o) => o,
+        Applied::Refused(refusal) => return refuse(cr, ctx, status, refusal).await,
+        Applied::Failed {
+            error,
+            reason,
+            message,
+            repeats,
+        } => {
+            crate::status::failed(reason, &message, repeats)
+                .apply(&mut status.conditions, cr.meta().generation);
+            write_status(cr, ctx, &status, serde_json::Map::new()).await?;
+            record_gauges(cr, ctx, &status, false);
+            return Err(error.into());
+        }
+    };
+    ctx.forget_failures(cr);
+    report_repairs(cr, ctx, &old, &version, &outcome).await;
+    status.released = released(cr, ctx, &old.released, &outcome).await?;
+    let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
+    let extra = ctx
+        .component
+        .extra_status(cr, &outcome.live, &ctx.client)
+        .await;
+    write_status(cr, ctx, &status, extra).await?;
+    record_gauges(cr, ctx, &status, ready);
+    // Watches on the managed objects bring the next reconcile; the requeue is a safety net.
+    Ok(Action::requeue(if ready {
+        Duration::from_secs(600)
+    } else {
+        Duration::from_secs(30)
+    }))
+}
+
+/// Where the CR installs, what it points at, and its objects: the
+/// rendered objects, or why they cannot be (outer error: a passing failure).
+async fn render<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    platform: Platform,
+) -> Result<Result<Rendered, Refusal>, ReconcileError> {
+    let ns = cr.namespace().unwrap_or_default();
     // Outside the allowed namespaces nothing is read or written: a CR in a
     // tenant's namespace must not get a controller with cluster-wide rights.
     if !ctx.scope.allows(&ns) {
-        let refusal = Refusal::new(
+        return Ok(Err(Refusal::new(
             reason::NAMESPACE_NOT_ALLOWED,
             ctx.scope.refusal(std::slice::from_ref(&ns)),
-        );
-        return refuse(cr, ctx, old, status, refusal).await;
+        )));
     }
-
     let inputs = match ctx.component.dereference(cr, &ctx.client).await {
         Ok(i) => i,
-        Err(DereferenceError::Refused(refusal)) => {
-            return refuse(cr, ctx, old, status, refusal).await;
-        }
+        Err(DereferenceError::Refused(refusal)) => return Ok(Err(refusal)),
         Err(DereferenceError::Api(verb, e)) => return Err(ReconcileError::Api(verb, e)),
     };
     let render_ctx = RenderContext {
@@ -72,14 +113,39 @@ pub(super) async fn apply<C: Component>(
     };
     let rendered = match ctx.component.render(cr, &render_ctx, &inputs) {
         Ok(r) => r,
-        Err(refusal) => return refuse(cr, ctx, old, status, refusal).await,
+        Err(refusal) => return Ok(Err(refusal)),
     };
     let outside = ctx.scope.outside(&rendered.objects);
     if !outside.is_empty() {
-        let refusal = Refusal::new(reason::NAMESPACE_NOT_ALLOWED, ctx.scope.refusal(&outside));
-        return refuse(cr, ctx, old, status, refusal).await;
+        return Ok(Err(Refusal::new(
+            reason::NAMESPACE_NOT_ALLOWED,
+            ctx.scope.refusal(&outside),
+        )));
     }
+    Ok(Ok(rendered))
+}
 
+/// What the apply step came to.
+enum Applied {
+    Done(ApplyOutcome),
+    /// The input's fault: a person must act.
+    Refused(Refusal),
+    /// A passing failure, with what to show while it is retried: the
+    /// reason, the message, and how often in a row it came.
+    Failed {
+        error: ApplyError,
+        reason: conditions::Reason,
+        message: String,
+        repeats: u32,
+    },
+}
+
+async fn apply_rendered<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    objects: Vec<DynamicObject>,
+    version: &str,
+) -> Applied {
     let inv = inventory_of(cr);
     let parent_resource = ApiResource::erase::<C::Resource>(&());
     let empty = BTreeMap::new();
@@ -90,51 +156,59 @@ pub(super) async fn apply<C: Component>(
         parent_annotations: cr.meta().annotations.as_ref().unwrap_or(&empty),
         parent_labels: cr.meta().labels.as_ref().unwrap_or(&empty),
         owner: cr.controller_owner_ref(&()),
-        objects: rendered.objects,
-        version: &rendered.version,
+        objects,
+        version,
         retain: &retain,
         delete_crds: cr.common().crd_policy == Some(CrdPolicy::Delete),
     };
-    let outcome = match ctx.engine.apply(request).await {
-        Ok(o) => o,
+    match ctx.engine.apply(request).await {
+        Ok(o) => Applied::Done(o),
         Err(e) if e.is_refusal() => {
             let r = if matches!(e, ApplyError::Conflict { .. }) {
                 reason::OWNERSHIP_CONFLICT
             } else {
                 reason::INVALID_SPEC
             };
-            return refuse(cr, ctx, old, status, Refusal::new(r, e.to_string())).await;
+            Applied::Refused(Refusal::new(r, e.to_string()))
         }
         Err(e) => {
             // Never green while the apply fails: Ready false at this
             // generation with the API's message; Degraded once the same
             // failure repeats (a missing permission at once: a person must
             // grant it). The retries go on, so a fix takes effect by itself.
-            let (r, message) = if e.is_permission_denied() {
+            let (r, message, repeats) = if e.is_permission_denied() {
+                let message = format!("the operator's RBAC does not allow this: {e}");
                 (
                     reason::PERMISSION_DENIED,
-                    format!("the operator's RBAC does not allow this: {e}"),
+                    message,
+                    crate::status::REPEATS_BEFORE_DEGRADED,
                 )
             } else {
-                (reason::API_ERROR, e.to_string())
+                let message = e.to_string();
+                let repeats = ctx.repeats(cr, &message);
+                (reason::API_ERROR, message, repeats)
             };
-            let repeats = if e.is_permission_denied() {
-                crate::status::REPEATS_BEFORE_DEGRADED
-            } else {
-                ctx.repeats(cr, &message)
-            };
-            crate::status::failed(r, &message, repeats).apply(&mut status.conditions, generation);
-            write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
-            record_gauges(cr, ctx, &status, false);
-            return Err(e.into());
+            Applied::Failed {
+                error: e,
+                reason: r,
+                message,
+                repeats,
+            }
         }
-    };
-    ctx.forget_failures(cr);
+    }
+}
 
-    // A missing or changed object at a generation already reconciled is drift.
-    if old.observed_generation == generation
-        && old.version.as_deref() == Some(rendered.version.as_str())
-    {
+/// What the apply repaired: a missing or changed object at a generation
+/// already reconciled is drift (counted and logged); a recreated object gets
+/// an Event.
+async fn report_repairs<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: &ComponentStatus,
+    version: &str,
+    outcome: &ApplyOutcome,
+) {
+    if old.observed_generation == cr.meta().generation && old.version.as_deref() == Some(version) {
         for what in outcome.created.iter().chain(&outcome.drifted) {
             ctx.metrics
                 .drift_repairs_total
@@ -169,13 +243,21 @@ pub(super) async fn apply<C: Component>(
             "applied"
         );
     }
+}
 
-    status.released = released(cr, ctx, &old.released, &outcome).await?;
-
+/// The health of what was applied, into the status: version, objects,
+/// workloads and the Ready/Progressing/Degraded verdict. Returns readiness.
+async fn assess<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    status: &mut ComponentStatus,
+    version: &str,
+    outcome: &ApplyOutcome,
+) -> bool {
     let mut health = health::assess(&outcome.live);
     add_pod_problems(&ctx.client, &outcome.live, &mut health).await;
     let ready = health.ready();
-    status.version = Some(rendered.version.clone());
+    status.version = Some(version.to_string());
     status.managed_objects = Some(outcome.live.len() as i64);
     status.workloads = health.workloads.clone();
     let message = if ready {
@@ -184,19 +266,8 @@ pub(super) async fn apply<C: Component>(
         format!("waiting for {}", health.waiting.join(", "))
     };
     crate::status::applied(ready, reason::READY, reason::WORKLOADS_NOT_READY, &message)
-        .apply(&mut status.conditions, generation);
-    let extra = ctx
-        .component
-        .extra_status(cr, &outcome.live, &ctx.client)
-        .await;
-    write_status(cr, ctx, &old, &status, extra).await?;
-    record_gauges(cr, ctx, &status, ready);
-    // Watches on the managed objects bring the next reconcile; the requeue is a safety net.
-    Ok(Action::requeue(if ready {
-        Duration::from_secs(600)
-    } else {
-        Duration::from_secs(30)
-    }))
+        .apply(&mut status.conditions, cr.meta().generation);
+    ready
 }
 
 /// For workloads not available whose own conditions say nothing, what their

@@ -32,20 +32,19 @@ pub(super) fn record_gauges<C: Component>(
 pub(super) async fn refuse<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
-    old: ComponentStatus,
     mut status: ComponentStatus,
     refusal: Refusal,
 ) -> Result<Action, ReconcileError> {
     let generation = cr.meta().generation;
-    tracing::warn!(reason = refusal.reason, message = %refusal.message, "refused");
+    tracing::warn!(reason = %refusal.reason, message = %refusal.message, "refused");
     ctx.metrics
         .reconcile_errors_total
-        .with_label_values(&[&ctx.name, refusal.reason])
+        .with_label_values(&[&ctx.name, refusal.reason.as_str()])
         .inc();
     crate::status::refused(refusal.reason, &refusal.message)
         .apply(&mut status.conditions, generation);
     ctx.forget_failures(cr);
-    write_status(cr, ctx, &old, &status, serde_json::Map::new()).await?;
+    write_status(cr, ctx, &status, serde_json::Map::new()).await?;
     ctx.metrics.record_component(
         &ComponentRef {
             controller: &ctx.name,
@@ -64,7 +63,6 @@ pub(super) async fn refuse<C: Component>(
 pub(super) async fn write_status<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
-    old: &ComponentStatus,
     new: &ComponentStatus,
     extra: serde_json::Map<String, Value>,
 ) -> Result<(), ReconcileError> {
@@ -76,19 +74,9 @@ pub(super) async fn write_status<C: Component>(
     if let Value::Object(m) = &mut new_json {
         m.extend(extra);
     }
-    let same_conditions = conditions::same(&old.conditions, &new.conditions);
-    let mut old_cmp = old_json.clone();
-    let mut new_cmp = new_json.clone();
-    if let (Value::Object(a), Value::Object(b)) = (&mut old_cmp, &mut new_cmp) {
-        a.remove("conditions");
-        b.remove("conditions");
-    }
-    if same_conditions && old_cmp == new_cmp {
-        return Ok(());
-    }
     let api: Api<C::Resource> =
         Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
-    crate::status::patch(&api, cr, &old_json, new_json)
+    crate::status::write_if_changed(&api, cr, &old_json, new_json)
         .await
         .map_err(|e| ReconcileError::Api("write status", e))?;
     Ok(())

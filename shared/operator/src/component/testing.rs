@@ -58,11 +58,7 @@ pub fn assert_permitted<C: Component>(
     component: &C,
     specs: impl FnOnce(&std::path::Path) -> Vec<Value>,
 ) {
-    let dir = std::env::var_os("MANIFESTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests")
-        });
+    let dir = manifests_dir();
     let specs = specs(&dir);
     assert!(!specs.is_empty(), "no bundles in {}", dir.display());
     let gaps = permission_gaps(component, &dir, &specs);
@@ -75,4 +71,48 @@ pub fn every_version(manifests_dir: &std::path::Path, folder: &str) -> Vec<Value
         .into_iter()
         .map(|v| serde_json::json!({ "version": v }))
         .collect()
+}
+
+/// The bundles folder the operators' tests read (`MANIFESTS_DIR`, or the one
+/// beside the repository).
+pub fn manifests_dir() -> PathBuf {
+    std::env::var_os("MANIFESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests")
+        })
+}
+
+/// Renders the component for a CR named `kubeflow` in namespace `kubeflow`
+/// with `spec`, on plain Kubernetes, without a cluster: for the operators'
+/// tests of what each spec field does.
+pub fn render_spec<C: Component>(
+    component: &C,
+    spec: Value,
+    inputs: &C::Inputs,
+) -> Result<Rendered, Refusal> {
+    let cr: C::Resource = serde_json::from_value(serde_json::json!({
+        "apiVersion": C::Resource::api_version(&()),
+        "kind": C::Resource::kind(&()),
+        "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+        "spec": spec,
+    }))
+    .map_err(|e| Refusal::new(crate::conditions::reason::INVALID_SPEC, e.to_string()))?;
+    let dir = manifests_dir();
+    let bundles = BundleCache::default();
+    let ctx = RenderContext {
+        manifests_dir: &dir,
+        bundles: &bundles,
+        namespace: "kubeflow",
+        platform: Platform::Kubernetes,
+    };
+    component.render(&cr, &ctx, inputs)
+}
+
+/// The rendered object of `kind` named `name`.
+pub fn find<'a>(rendered: &'a Rendered, kind: &str, name: &str) -> Option<&'a DynamicObject> {
+    rendered
+        .objects
+        .iter()
+        .find(|o| crate::kinds::kind(o) == kind && o.metadata.name.as_deref() == Some(name))
 }

@@ -60,41 +60,44 @@ pub fn missing(rules: &Rules, objects: &[DynamicObject]) -> Vec<String> {
         } else {
             &in_namespace
         };
-        match kind(o) {
-            "ClusterRole" | "Role" => {
-                let resource = if kind(o) == "Role" {
-                    "roles"
-                } else {
-                    "clusterroles"
-                };
-                let aggregated = o.data.get("aggregationRule").is_some_and(|a| !a.is_null());
-                let escalate = allows_named(scope, RBAC_GROUP, resource, "escalate", &name);
-                let held = !aggregated && role_rules(o).iter().all(|r| covers(scope, r));
-                if !escalate && !held {
-                    out.insert(format!("escalate {resource}/{name} (or hold its rules)"));
-                }
-            }
-            "ClusterRoleBinding" | "RoleBinding" => {
-                let Some((resource, role)) = role_ref(o) else {
-                    continue;
-                };
-                let bind = allows_named(scope, RBAC_GROUP, resource, "bind", &role);
-                // A binding to a role of the objects is allowed by holding that role's rules.
-                let held = objects.iter().any(|r| {
-                    r.metadata.name.as_deref() == Some(role.as_str())
-                        && (kind(r) == "Role") == (resource == "roles")
-                        && matches!(kind(r), "Role" | "ClusterRole")
-                        && role_rules(r).iter().all(|x| covers(scope, x))
-                        && r.data.get("aggregationRule").is_none_or(|a| a.is_null())
-                });
-                if !bind && !held {
-                    out.insert(format!("bind {resource}/{role}"));
-                }
-            }
-            _ => {}
-        }
+        out.extend(grant_gap(o, scope, objects));
     }
     out.into_iter().collect()
+}
+
+/// What granting a role object or binding one takes that `scope` (the rules
+/// at the object's scope) lacks: `escalate` or the role's rules to create a
+/// role, `bind` or the role's rules to bind one.
+fn grant_gap(o: &DynamicObject, scope: &[PolicyRule], objects: &[DynamicObject]) -> Option<String> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let aggregated =
+        |r: &DynamicObject| r.data.get("aggregationRule").is_some_and(|a| !a.is_null());
+    match kind(o) {
+        "ClusterRole" | "Role" => {
+            let resource = if kind(o) == "Role" {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            let escalate = allows_named(scope, RBAC_GROUP, resource, "escalate", &name);
+            let held = !aggregated(o) && role_rules(o).iter().all(|r| covers(scope, r));
+            (!escalate && !held).then(|| format!("escalate {resource}/{name} (or hold its rules)"))
+        }
+        "ClusterRoleBinding" | "RoleBinding" => {
+            let (resource, role) = role_ref(o)?;
+            let bind = allows_named(scope, RBAC_GROUP, resource, "bind", &role);
+            // A binding to a role of the objects is allowed by holding that role's rules.
+            let held = objects.iter().any(|r| {
+                r.metadata.name.as_deref() == Some(role.as_str())
+                    && (kind(r) == "Role") == (resource == "roles")
+                    && matches!(kind(r), "Role" | "ClusterRole")
+                    && !aggregated(r)
+                    && role_rules(r).iter().all(|x| covers(scope, x))
+            });
+            (!bind && !held).then(|| format!("bind {resource}/{role}"))
+        }
+        _ => None,
+    }
 }
 
 /// Whether `held` grants everything `wanted` grants.

@@ -86,7 +86,8 @@ fn gauge(
 }
 
 impl Metrics {
-    /// Registers every metric in a fresh registry.
+    /// Registers every metric in a fresh registry. (Long on purpose: one
+    /// registration per metric, read as the list of what is exported.)
     pub fn new() -> prometheus::Result<Self> {
         let registry = Registry::new();
         let reconcile_time_seconds = HistogramVec::new(

@@ -1,0 +1,243 @@
+//! The `Kubeflow` CR's status after an apply, computed without API access
+//! from what was asked, what waits, and the children as the apply left them:
+//! one summary per managed component, the count, the version reached, the
+//! upgrade in progress and its risk, the conditions and the phase.
+
+use std::collections::BTreeMap;
+
+use kube::api::DynamicObject;
+use kubeflow_api::kubeflow::{ComponentSummary, KubeflowStatus, Phase, UpgradeStatus};
+use kubeflow_operator::conditions::{self, Reason, reason};
+use kubeflow_operator::status::Verdict;
+
+use crate::children::Child;
+use crate::component_kind::ComponentKind;
+use crate::{release, summary};
+
+/// The condition type saying an upgrade in progress is risky.
+pub const UPGRADE_RISK: &str = "UpgradeRisk";
+
+/// Reasons a child gives when a person must act on its spec.
+const CHILD_REFUSALS: &[Reason] = &[
+    reason::OWNERSHIP_CONFLICT,
+    reason::UNKNOWN_VERSION,
+    reason::INVALID_SPEC,
+];
+
+/// What the apply step saw.
+pub struct Observed<'a> {
+    /// The children the `Kubeflow` CR asks for (managed or not).
+    pub wanted: &'a [Child],
+    /// Managed children not written yet, and what they wait for.
+    pub waiting: &'a BTreeMap<ComponentKind, String>,
+    /// The child CRs as the apply left them.
+    pub live: &'a [DynamicObject],
+}
+
+/// Updates `status` for the CR at `generation` asking for Kubeflow
+/// `version`; `installed` is the version reached before. Returns whether
+/// every managed component is ready.
+pub fn after_apply(
+    status: &mut KubeflowStatus,
+    version: &str,
+    installed: Option<&str>,
+    generation: Option<i64>,
+    seen: &Observed<'_>,
+) -> bool {
+    let summaries = summaries(seen);
+    let total = summaries.len();
+    let ready_count = summaries.iter().filter(|s| s.ready).count();
+    let all_ready = ready_count == total;
+    status.ready_components = Some(format!("{ready_count}/{total}"));
+    if all_ready {
+        status.version = Some(version.to_string());
+        status.upgrade = None;
+    } else if let Some(from) = installed.filter(|v| *v != version) {
+        status.upgrade = Some(UpgradeStatus {
+            from: from.to_string(),
+            to: version.to_string(),
+        });
+    }
+    set_upgrade_risk(status, generation);
+    if all_ready {
+        let msg = format!("{total} components ready at Kubeflow {version}");
+        Verdict {
+            ready: true,
+            progressing: false,
+            degraded: false,
+            reason: reason::READY,
+            message: &msg,
+        }
+        .apply(&mut status.conditions, generation);
+        status.phase = Some(Phase::Ready);
+    } else {
+        let pending: Vec<String> = summaries
+            .iter()
+            .filter(|s| !s.ready)
+            .map(|s| {
+                let why = s.message.clone().or(s.reason.clone()).unwrap_or_default();
+                format!("{} ({why})", s.name)
+            })
+            .collect();
+        // A child refusing its spec needs a person, as its own status says.
+        let refused = summaries.iter().any(|s| {
+            s.reason
+                .as_deref()
+                .is_some_and(|r| CHILD_REFUSALS.iter().any(|c| c.as_str() == r))
+        });
+        let r = if seen.waiting.is_empty() || refused {
+            reason::COMPONENTS_NOT_READY
+        } else {
+            reason::WAITING_FOR_DEPENDENCY
+        };
+        let msg = format!("waiting for {}", pending.join("; "));
+        Verdict {
+            ready: false,
+            progressing: true,
+            degraded: refused,
+            reason: r,
+            message: &msg,
+        }
+        .apply(&mut status.conditions, generation);
+        status.phase = Some(match (refused, status.upgrade.is_some()) {
+            (true, _) => Phase::Degraded,
+            (false, true) => Phase::Upgrading,
+            (false, false) => Phase::Installing,
+        });
+    }
+    status.components = summaries;
+    all_ready
+}
+
+/// One summary per managed child, in creation order.
+fn summaries(seen: &Observed<'_>) -> Vec<ComponentSummary> {
+    seen.wanted
+        .iter()
+        .filter(|c| c.managed)
+        .map(|child| {
+            let kind = child.component.api_resource().kind;
+            let live = seen
+                .live
+                .iter()
+                .find(|o| o.types.as_ref().is_some_and(|t| t.kind == kind));
+            let mut s = summary::summarize(child, live);
+            if let Some(w) = seen.waiting.get(&child.component) {
+                s.reason = Some(reason::WAITING_FOR_DEPENDENCY.into());
+                s.message = Some(w.clone());
+            }
+            s
+        })
+        .collect()
+}
+
+/// `UpgradeRisk` while an upgrade in progress is one Istio does not support in place.
+fn set_upgrade_risk(status: &mut KubeflowStatus, generation: Option<i64>) {
+    let risk = status
+        .upgrade
+        .as_ref()
+        .and_then(|u| Some((release::find(&u.from)?, release::find(&u.to)?)))
+        .and_then(|(from, to)| release::upgrade_risk(from, to));
+    match risk {
+        Some(message) => conditions::set(
+            &mut status.conditions,
+            UPGRADE_RISK,
+            true,
+            reason::ISTIO_MINOR_SKIP,
+            &message,
+            generation,
+        ),
+        None => status.conditions.retain(|c| c.type_ != UPGRADE_RISK),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Map, json};
+
+    fn child(component: ComponentKind) -> Child {
+        let mut spec = Map::new();
+        spec.insert("version".into(), json!("v1"));
+        Child {
+            component,
+            managed: true,
+            spec,
+        }
+    }
+
+    fn live(kind: &str, ready: &str, reason: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": kind,
+            "metadata": {"name": "kubeflow", "generation": 1},
+            "status": {"observedGeneration": 1, "version": "v1", "conditions": [{
+                "type": "Ready", "status": ready, "reason": reason, "message": "m",
+                "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }]},
+        }))
+        .expect("object")
+    }
+
+    fn condition<'a>(s: &'a KubeflowStatus, t: &str) -> (&'a str, &'a str) {
+        let c = conditions::get(&s.conditions, t).expect("condition");
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn every_child_ready_makes_the_release_reached() {
+        let wanted = [child(ComponentKind::Istio), child(ComponentKind::Training)];
+        let both = [
+            live("Istio", "True", "Ready"),
+            live("Training", "True", "Ready"),
+        ];
+        let mut s = KubeflowStatus::default();
+        let seen = Observed {
+            wanted: &wanted,
+            waiting: &BTreeMap::new(),
+            live: &both,
+        };
+        assert!(after_apply(&mut s, "26.03", Some("1.11.0"), Some(2), &seen));
+        assert_eq!(s.version.as_deref(), Some("26.03"));
+        assert_eq!(s.ready_components.as_deref(), Some("2/2"));
+        assert_eq!(s.phase, Some(Phase::Ready));
+        assert_eq!(condition(&s, "Ready"), ("True", "Ready"));
+        assert!(s.upgrade.is_none());
+    }
+
+    #[test]
+    fn an_upgrade_under_way_is_upgrading_and_a_refusing_child_degrades() {
+        let wanted = [child(ComponentKind::Istio), child(ComponentKind::Serving)];
+        let waiting = BTreeMap::from([(ComponentKind::Serving, "serving waits for istio".into())]);
+        let starting = [live("Istio", "False", "WorkloadsNotReady")];
+        let mut s = KubeflowStatus::default();
+        let seen = Observed {
+            wanted: &wanted,
+            waiting: &waiting,
+            live: &starting,
+        };
+        assert!(!after_apply(
+            &mut s,
+            "26.03",
+            Some("1.11.0"),
+            Some(2),
+            &seen
+        ));
+        assert_eq!(s.phase, Some(Phase::Upgrading));
+        assert_eq!(s.upgrade.as_ref().map(|u| u.from.as_str()), Some("1.11.0"));
+        assert_eq!(condition(&s, "Ready"), ("False", "WaitingForDependency"));
+        assert_eq!(condition(&s, "Degraded").0, "False");
+        assert_eq!(
+            s.version, None,
+            "the version reached stays until every child is ready"
+        );
+
+        let refusing = [live("Istio", "False", "InvalidSpec")];
+        let seen = Observed {
+            wanted: &wanted,
+            waiting: &waiting,
+            live: &refusing,
+        };
+        after_apply(&mut s, "26.03", Some("1.11.0"), Some(3), &seen);
+        assert_eq!(s.phase, Some(Phase::Degraded));
+        assert_eq!(condition(&s, "Degraded"), ("True", "ComponentsNotReady"));
+    }
+}
