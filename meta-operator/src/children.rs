@@ -59,6 +59,10 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
                 "platform".into(),
                 serde_json::to_value(platform).unwrap_or(Value::Null),
             );
+            if let Some(registry) = &kf.spec.image_registry {
+                spec.entry("imageRegistry")
+                    .or_insert_with(|| json!(registry));
+            }
             Child {
                 component,
                 managed,

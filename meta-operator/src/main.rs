@@ -17,6 +17,14 @@ use clap::Parser;
 struct Cli {
     #[command(subcommand)]
     command: Option<kubeflow_operator::component::Command>,
+    /// Folder of bundles (for `images`): `<dir>/<component>/<version>/*.yaml`.
+    #[arg(
+        long,
+        env = "MANIFESTS_DIR",
+        default_value = "/manifests",
+        global = true
+    )]
+    manifests_dir: std::path::PathBuf,
     #[command(flatten)]
     run: kubeflow_operator::runner::RunArgs,
 }
@@ -27,6 +35,11 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(kubeflow_operator::component::Command::Rbac) => {
             print!("{}", permissions::rules().to_yaml()?);
+            Ok(())
+        }
+        Some(kubeflow_operator::component::Command::Images { version, detailed }) => {
+            let found = release::images(&cli.manifests_dir, &version)?;
+            print!("{}", kubeflow_operator::images::listing(&found, detailed));
             Ok(())
         }
         None => reconcile::run(cli.run).await,

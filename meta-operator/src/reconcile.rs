@@ -191,72 +191,25 @@ async fn live_children(
     Ok(out)
 }
 
+/// One reconcile of a `Kubeflow` CR, as its steps: which release and
+/// children it asks for (refused when they cannot be had), which children
+/// to write now (`plan`), the apply, then the status (`status`).
 async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
     let generation = kf.meta().generation;
     let old = kf.status.clone().unwrap_or_default();
     let mut status = old.clone();
     status.observed_generation = generation;
-    let allow_downgrade = kf
-        .annotations()
-        .get(labels::ALLOW_DOWNGRADE)
-        .is_some_and(|v| v == "true");
-
-    let release =
-        match release::check_change(old.version.as_deref(), &kf.spec.version, allow_downgrade) {
-            Ok(r) => r,
-            Err(refused) => {
-                let r = match refused {
-                    release::ChangeRefused::Unknown(..) => reason::UNKNOWN_VERSION,
-                    _ => reason::DOWNGRADE_REFUSED,
-                };
-                return refuse(kf, ctx, status, r, &refused.to_string()).await;
-            }
-        };
     let resolved = platform::resolve(&ctx.client, kf.spec.platform)
         .await
         .map_err(|e| Error::Api("detect the platform", e))?;
     status.platform = Some(resolved);
-    let wanted = children::desired(kf, release, resolved);
-    let outside = children::outside_release(&wanted, release);
-    if !outside.is_empty() {
-        let message = format!(
-            "{} is not part of Kubeflow {}; pin its version in spec.components.<name>.spec.version, or use a release that includes it",
-            outside
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            release.kubeflow
-        );
-        return refuse(kf, ctx, status, reason::INVALID_SPEC, &message).await;
-    }
+    let wanted = match wanted_children(kf, &old, resolved) {
+        Ok(w) => w,
+        Err((r, message)) => return refuse(kf, ctx, status, r, &message).await,
+    };
     let live = live_children(ctx, kf).await?;
-
     let plan = plan::plan(&wanted, &live);
-
-    let inv = Inventory::for_parent(kf, "kubeflow", NAME);
-    let empty = BTreeMap::new();
-    let resource = children::kubeflow_resource();
-    let never = |_: &DynamicObject| false;
-    let outcome = ctx
-        .engine
-        .apply(ApplyRequest {
-            inventory: &inv,
-            parent_resource: &resource,
-            parent_annotations: kf.meta().annotations.as_ref().unwrap_or(&empty),
-            parent_labels: kf.meta().labels.as_ref().unwrap_or(&empty),
-            owner: kf.controller_owner_ref(&()),
-            objects: plan
-                .render
-                .iter()
-                .map(|c| children::object(kf, c))
-                .collect(),
-            version: &kf.spec.version,
-            retain: &never,
-            delete_crds: false,
-        })
-        .await;
-    let outcome = match outcome {
+    let outcome = match apply_children(kf, ctx, &plan).await {
         Ok(o) => o,
         Err(e) if e.is_refusal() => {
             let r = if matches!(e, ApplyError::Conflict { .. }) {
@@ -268,12 +221,6 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         }
         Err(e) => return Err(e.into()),
     };
-    if !outcome.written.is_empty() {
-        ctx.metrics
-            .apply_writes_total
-            .with_label_values(&[NAME])
-            .inc_by(outcome.written.len() as u64);
-    }
     let seen = crate::status::Observed {
         wanted: &wanted,
         waiting: &plan.waiting,
@@ -303,6 +250,79 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
     } else {
         Duration::from_secs(30)
     }))
+}
+
+/// The children the CR asks for at its release: refused (reason, message)
+/// for an unknown release, a downgrade, or a component the release lacks
+/// and whose version is not pinned.
+fn wanted_children(
+    kf: &Kubeflow,
+    old: &KubeflowStatus,
+    platform: kubeflow_api::Platform,
+) -> Result<Vec<children::Child>, (conditions::Reason, String)> {
+    let allow_downgrade = kf
+        .annotations()
+        .get(labels::ALLOW_DOWNGRADE)
+        .is_some_and(|v| v == "true");
+    let release = release::check_change(old.version.as_deref(), &kf.spec.version, allow_downgrade)
+        .map_err(|refused| {
+            let r = match refused {
+                release::ChangeRefused::Unknown(..) => reason::UNKNOWN_VERSION,
+                _ => reason::DOWNGRADE_REFUSED,
+            };
+            (r, refused.to_string())
+        })?;
+    let wanted = children::desired(kf, release, platform);
+    let outside = children::outside_release(&wanted, release);
+    if !outside.is_empty() {
+        let names: Vec<String> = outside.iter().map(ToString::to_string).collect();
+        return Err((
+            reason::INVALID_SPEC,
+            format!(
+                "{} is not part of Kubeflow {}; pin its version in spec.components.<name>.spec.version, or use a release that includes it",
+                names.join(", "),
+                release.kubeflow
+            ),
+        ));
+    }
+    Ok(wanted)
+}
+
+/// Applies the children the plan writes, as the `Kubeflow` CR's inventory.
+async fn apply_children(
+    kf: &Kubeflow,
+    ctx: &Context,
+    plan: &plan::Plan<'_>,
+) -> Result<kubeflow_operator::apply::ApplyOutcome, ApplyError> {
+    let inv = Inventory::for_parent(kf, "kubeflow", NAME);
+    let empty = BTreeMap::new();
+    let resource = children::kubeflow_resource();
+    let never = |_: &DynamicObject| false;
+    let outcome = ctx
+        .engine
+        .apply(ApplyRequest {
+            inventory: &inv,
+            parent_resource: &resource,
+            parent_annotations: kf.meta().annotations.as_ref().unwrap_or(&empty),
+            parent_labels: kf.meta().labels.as_ref().unwrap_or(&empty),
+            owner: kf.controller_owner_ref(&()),
+            objects: plan
+                .render
+                .iter()
+                .map(|c| children::object(kf, c))
+                .collect(),
+            version: &kf.spec.version,
+            retain: &never,
+            delete_crds: false,
+        })
+        .await?;
+    if !outcome.written.is_empty() {
+        ctx.metrics
+            .apply_writes_total
+            .with_label_values(&[NAME])
+            .inc_by(outcome.written.len() as u64);
+    }
+    Ok(outcome)
 }
 
 async fn refuse(

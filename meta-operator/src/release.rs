@@ -168,6 +168,39 @@ pub fn check_change(
     Ok(&RELEASES[target])
 }
 
+/// Every image a Kubeflow release would run, from its components' bundles as
+/// upstream ships them (every device-plugin version: those are chosen per CR).
+pub fn images(
+    manifests_dir: &std::path::Path,
+    kubeflow: &str,
+) -> anyhow::Result<Vec<kubeflow_operator::images::Found>> {
+    let release = find(kubeflow).ok_or_else(|| {
+        anyhow::anyhow!(
+            "unknown Kubeflow release {kubeflow}; known: {}",
+            RELEASES
+                .iter()
+                .map(|r| r.kubeflow)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let mut bundles: Vec<(String, String)> = ComponentKind::ORDER
+        .iter()
+        .filter_map(|c| Some((c.name().to_string(), release.component(*c)?.to_string())))
+        .collect();
+    for plugin in ["device-plugins/nvidia-gpu", "device-plugins/intel-gpu"] {
+        for v in kubeflow_operator::bundle::available_versions(&manifests_dir.join(plugin)) {
+            bundles.push((plugin.to_string(), v));
+        }
+    }
+    let mut found = Vec::new();
+    for (folder, version) in bundles {
+        let bundle = kubeflow_operator::bundle::load(manifests_dir, &folder, &version)?;
+        found.extend(kubeflow_operator::images::find(&bundle.objects));
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,42 +71,52 @@ pub fn after_apply(
         .apply(&mut status.conditions, generation);
         status.phase = Some(Phase::Ready);
     } else {
-        let pending: Vec<String> = summaries
-            .iter()
-            .filter(|s| !s.ready)
-            .map(|s| {
-                let why = s.message.clone().or(s.reason.clone()).unwrap_or_default();
-                format!("{} ({why})", s.name)
-            })
-            .collect();
-        // A child refusing its spec needs a person, as its own status says.
-        let refused = summaries.iter().any(|s| {
-            s.reason
-                .as_deref()
-                .is_some_and(|r| CHILD_REFUSALS.iter().any(|c| c.as_str() == r))
-        });
-        let r = if seen.waiting.is_empty() || refused {
-            reason::COMPONENTS_NOT_READY
-        } else {
-            reason::WAITING_FOR_DEPENDENCY
-        };
-        let msg = format!("waiting for {}", pending.join("; "));
-        Verdict {
-            ready: false,
-            progressing: true,
-            degraded: refused,
-            reason: r,
-            message: &msg,
-        }
-        .apply(&mut status.conditions, generation);
-        status.phase = Some(match (refused, status.upgrade.is_some()) {
-            (true, _) => Phase::Degraded,
-            (false, true) => Phase::Upgrading,
-            (false, false) => Phase::Installing,
-        });
+        not_ready(status, &summaries, !seen.waiting.is_empty(), generation);
     }
     status.components = summaries;
     all_ready
+}
+
+/// Conditions and phase while some managed component is not ready: still
+/// progressing; Degraded when a child refuses its spec (a person must act).
+fn not_ready(
+    status: &mut KubeflowStatus,
+    summaries: &[ComponentSummary],
+    waiting: bool,
+    generation: Option<i64>,
+) {
+    let pending: Vec<String> = summaries
+        .iter()
+        .filter(|s| !s.ready)
+        .map(|s| {
+            let why = s.message.clone().or(s.reason.clone()).unwrap_or_default();
+            format!("{} ({why})", s.name)
+        })
+        .collect();
+    let refused = summaries.iter().any(|s| {
+        s.reason
+            .as_deref()
+            .is_some_and(|r| CHILD_REFUSALS.iter().any(|c| c.as_str() == r))
+    });
+    let r = if waiting && !refused {
+        reason::WAITING_FOR_DEPENDENCY
+    } else {
+        reason::COMPONENTS_NOT_READY
+    };
+    let msg = format!("waiting for {}", pending.join("; "));
+    Verdict {
+        ready: false,
+        progressing: true,
+        degraded: refused,
+        reason: r,
+        message: &msg,
+    }
+    .apply(&mut status.conditions, generation);
+    status.phase = Some(match (refused, status.upgrade.is_some()) {
+        (true, _) => Phase::Degraded,
+        (false, true) => Phase::Upgrading,
+        (false, false) => Phase::Installing,
+    });
 }
 
 /// One summary per managed child, in creation order.

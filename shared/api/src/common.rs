@@ -65,6 +65,14 @@ pub struct CommonSpec {
         }
     ))]
     pub images: BTreeMap<String, String>,
+    /// A mirror registry every image of the component moves to (host[:port][/path],
+    /// no scheme), wherever the image is named: containers, runtime CRs,
+    /// environment, arguments, ConfigMaps. The repository path, tag and digest
+    /// are kept; Docker Hub's one-segment names gain `library/`. `images`
+    /// overrides win.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub image_registry: Option<String>,
     /// Replicas of the component's controller workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]

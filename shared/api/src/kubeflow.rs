@@ -89,6 +89,11 @@ pub struct KubeflowSpec {
     /// auto (detect by API discovery), kubernetes or openshift.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,
+    /// A mirror registry for every component's images (see each component's
+    /// `imageRegistry`; a component's own setting wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub image_registry: Option<String>,
     /// The components to install and their settings.
     #[serde(default)]
     pub components: KubeflowComponents,

@@ -10,6 +10,9 @@ pub mod component;
 pub mod conditions;
 pub mod discovery;
 pub mod health;
+pub mod images;
+#[cfg(test)]
+mod images_in_bundles;
 pub mod inventory;
 pub mod kinds;
 pub mod labels;

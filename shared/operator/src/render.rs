@@ -36,6 +36,12 @@ pub fn apply_common(
             .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
     }
     transform::set_namespace(objects, placement.target, placement.from_namespaces);
+    // The mirror first: per-container overrides win over it.
+    if let Some(registry) = &common.image_registry {
+        crate::images::check_registry("spec.imageRegistry", registry)
+            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+        crate::images::move_to(objects, registry);
+    }
     let unmatched = transform::set_images(objects, &common.images);
     if !unmatched.is_empty() {
         return Err(Refusal::new(

@@ -17,6 +17,16 @@ pub(super) struct Cli {
 pub enum Command {
     /// Print the RBAC rules the operator needs, by scope (the chart's RBAC is generated from them).
     Rbac,
+    /// Print every image a version would run, one per line (the list to
+    /// mirror for an air-gapped install); `--detailed` adds where each is.
+    Images {
+        /// The component version (a bundle folder name).
+        #[arg(long)]
+        version: String,
+        /// One line per place: image, object, path.
+        #[arg(long)]
+        detailed: bool,
+    },
 }
 
 /// The whole `main` of a component operator: parse flags, run until SIGTERM.
@@ -26,6 +36,12 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
         Some(Command::Rbac) => {
             let rules = rules_of(&component, &cli.args.manifests_dir)?;
             print!("{}", rules.to_yaml()?);
+            Ok(())
+        }
+        Some(Command::Images { version, detailed }) => {
+            let found = images_of(&component, &cli.args.manifests_dir, &version)
+                .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))?;
+            print!("{}", crate::images::listing(&found, detailed));
             Ok(())
         }
         None => run(component, cli.args).await,
@@ -46,4 +62,29 @@ pub fn rules_of<C: Component>(
         ),
         &component.permissions(),
     )
+}
+
+/// Every image the component runs at `version`, with where it is (rendered
+/// for plain Kubernetes with the version's defaults).
+pub fn images_of<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    version: &str,
+) -> Result<Vec<crate::images::Found>, Refusal> {
+    let cr: C::Resource = serde_json::from_value(serde_json::json!({
+        "apiVersion": C::Resource::api_version(&()),
+        "kind": C::Resource::kind(&()),
+        "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+        "spec": {"version": version},
+    }))
+    .map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))?;
+    let bundles = BundleCache::default();
+    let ctx = RenderContext {
+        manifests_dir,
+        bundles: &bundles,
+        namespace: "kubeflow",
+        platform: Platform::Kubernetes,
+    };
+    let rendered = component.render(&cr, &ctx, &C::Inputs::default())?;
+    Ok(crate::images::find(&rendered.objects))
 }

@@ -6,26 +6,31 @@
 //!
 //! The module is split by step: `cli` (flags and subcommands), `controller`
 //! (the process: watches, backoff, the finalizer), `reconcile` (dereference,
-//! render, apply, assess), `report` (status and metrics), `testing`
+//! render, apply), `assess` (health), `removal` (released objects and the
+//! finalizer's cleanup), `report` (status and metrics), `testing`
 //! (helpers for the operators' own tests, behind the `testing` feature so
 //! they never ship in an operator binary).
 
+mod assess;
 mod cli;
 mod controller;
 mod reconcile;
+mod removal;
 mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use cli::{Command, main, rules_of};
+pub use cli::{Command, images_of, main, rules_of};
 pub use controller::run;
 #[cfg(any(test, feature = "testing"))]
 pub use testing::{
     assert_permitted, every_version, find, manifests_dir, permission_gaps, render_spec,
 };
 
+use assess::assess;
 use controller::Context;
-use reconcile::{apply, cleanup_component};
+use reconcile::{apply, inventory_of};
+use removal::{cleanup_component, released};
 use report::{record_gauges, refuse, write_status};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,0 +1,117 @@
+//! An air-gapped install: the `Kubeflow` CR at 26.03 with one mirror
+//! registry set, every operator running; Kubeflow becomes Ready and no
+//! object the project created (nor any pod its workloads run) names an image
+//! outside the mirror. A registry that is not one is refused by name.
+
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, merge, wait_condition,
+};
+use kubeflow_e2e::demo::tool_ok;
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_operator::images;
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(180);
+const MIRROR: &str = "registry.local:5000";
+
+/// Every object of every listable kind matching `selector` (or in `namespace`).
+fn objects(args: &[&str]) -> Vec<DynamicObject> {
+    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
+    let joined = kinds.join(",");
+    let mut all = vec!["get", joined.as_str(), "-o", "json"];
+    all.extend_from_slice(args);
+    let list: Value = serde_json::from_str(&tool_ok("kubectl", &all)).expect("list");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| serde_json::from_value(o.clone()).ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    let ns = TestNamespace::new(&client, "mirror").await;
+    let _operators: Vec<OperatorProcess> = [
+        "meta",
+        "istio",
+        "training",
+        "trainer",
+        "serving",
+        "pipelines",
+        "device-plugins",
+    ]
+    .iter()
+    .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
+    .collect();
+    let managed = "{managementState: Managed}";
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!(
+            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
+        ),
+    )
+    .await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // What the project created, anywhere, and every pod in its namespaces.
+    let mut scanned = objects(&["-A", "-l", "components.kubeflow.org/component"]);
+    for namespace in [ns.name.as_str(), "istio-system"] {
+        scanned.extend(
+            objects(&["-n", namespace])
+                .into_iter()
+                .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod")),
+        );
+    }
+    let found = images::find(&scanned);
+    let listed = images::distinct(&found);
+    assert!(listed.len() > 30, "only {} images found", listed.len());
+    let outside: Vec<&images::Found> = found
+        .iter()
+        .filter(|f| !f.image.starts_with(MIRROR))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "images outside the mirror: {outside:#?}"
+    );
+
+    // A registry that is not one: refused by name, nothing changed.
+    let trainings = component_api(&client, &ns.name, "Training");
+    merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"components": {"training": {"spec": {"imageRegistry": "https://registry.local"}}}}}),
+    )
+    .await;
+    let message = wait_for("the refusal of a URL as a registry", TIMEOUT, || async {
+        let cr = trainings.get("kubeflow").await.ok()?;
+        let (status, reason, message, _) = condition(&cr, "Ready")?;
+        (status == "False" && reason == "InvalidSpec").then_some(message)
+    })
+    .await;
+    assert!(message.contains("spec.imageRegistry"), "{message}");
+    let image = tool_ok(
+        "kubectl",
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            "deployment",
+            "training-operator",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+    );
+    assert!(image.starts_with(MIRROR), "unchanged: {image}");
+
+    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}

@@ -1,0 +1,83 @@
+//! How the component is doing after an apply: each workload's readiness,
+//! and for one that is not available, what its pods say.
+
+use super::*;
+
+/// The health of what was applied, into the status: version, objects,
+/// workloads and the Ready/Progressing/Degraded verdict. Returns readiness.
+pub(super) async fn assess<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    status: &mut ComponentStatus,
+    version: &str,
+    outcome: &ApplyOutcome,
+) -> bool {
+    let mut health = health::assess(&outcome.live);
+    add_pod_problems(&ctx.client, &outcome.live, &mut health).await;
+    let ready = health.ready();
+    status.version = Some(version.to_string());
+    status.managed_objects = Some(outcome.live.len() as i64);
+    status.workloads = health.workloads.clone();
+    let message = if ready {
+        format!("{} objects applied and ready", outcome.live.len())
+    } else {
+        format!("waiting for {}", health.waiting.join(", "))
+    };
+    crate::status::applied(ready, reason::READY, reason::WORKLOADS_NOT_READY, &message)
+        .apply(&mut status.conditions, cr.meta().generation);
+    ready
+}
+
+/// For workloads not available whose own conditions say nothing, what their
+/// pods say (an image that cannot be pulled, a crash loop). Best effort: a
+/// failed read leaves the health as it was.
+pub(super) async fn add_pod_problems(
+    client: &Client,
+    live: &[DynamicObject],
+    health: &mut health::Health,
+) {
+    for w in health
+        .workloads
+        .iter_mut()
+        .filter(|w| !w.available && w.problem.is_none())
+    {
+        let Some(selector) = live
+            .iter()
+            .find(|o| kind(o) == w.kind && o.metadata.name.as_deref() == Some(w.name.as_str()))
+            .and_then(|o| o.data.pointer("/spec/selector/matchLabels"))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        let labels: Vec<String> = selector
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+            .collect();
+        let pods: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &w.namespace,
+            &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")),
+        );
+        let Ok(list) = pods
+            .list(&kube::api::ListParams::default().labels(&labels.join(",")))
+            .await
+        else {
+            continue;
+        };
+        let values: Vec<Value> = list
+            .items
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect();
+        if let Some(problem) = health::pod_problem(&values) {
+            let prefix = format!("{} {} (", w.kind, w.name);
+            for line in health.waiting.iter_mut().filter(|l| l.starts_with(&prefix)) {
+                *line = format!(
+                    "{} {} ({}/{} ready; {problem})",
+                    w.kind, w.name, w.ready, w.desired
+                );
+            }
+            w.problem = Some(problem);
+        }
+    }
+}

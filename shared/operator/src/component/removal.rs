@@ -1,0 +1,107 @@
+//! What leaves the component: objects a prune released (kept with their
+//! data, reported in the status), and the cleanup its finalizer runs.
+
+use super::*;
+
+/// The status list of released objects: the earlier entries whose objects
+/// still exist and are not managed again, and those this apply released
+/// (each announced by an Event).
+pub(super) async fn released<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    earlier: &[ReleasedObject],
+    outcome: &ApplyOutcome,
+) -> Result<Vec<ReleasedObject>, ReconcileError> {
+    let managed: BTreeSet<(String, String, String)> = outcome
+        .live
+        .iter()
+        .map(|o| {
+            (
+                crate::kinds::group_kind(o),
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for r in earlier {
+        let key = (r.kind.clone(), r.namespace.clone(), r.name.clone());
+        if !managed.contains(&key) && ctx.engine.exists(&r.kind, &r.namespace, &r.name).await? {
+            out.push(r.clone());
+        }
+    }
+    for r in &outcome.released {
+        tracing::warn!(kind = %r.group_kind, namespace = %r.namespace, name = %r.name, message = %r.message, "kept and released an object the new state no longer has");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "ObjectReleased".into(),
+            note: Some(format!(
+                "{} {}/{}: {}",
+                r.group_kind, r.namespace, r.name, r.message
+            )),
+            action: "Prune".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+            tracing::warn!(error = %e, "failed to publish an Event");
+        }
+        out.retain(|o: &ReleasedObject| {
+            !(o.kind == r.group_kind && o.namespace == r.namespace && o.name == r.name)
+        });
+        out.push(ReleasedObject {
+            kind: r.group_kind.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            message: r.message.clone(),
+        });
+    }
+    Ok(out)
+}
+
+pub(super) async fn cleanup_component<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+) -> Result<Action, ReconcileError> {
+    let extra = ctx
+        .component
+        .cleanup_run_time_objects(cr, &ctx.client)
+        .await
+        .map_err(|e| ReconcileError::Api("delete objects made at run time", e))?;
+    if !extra.is_empty() {
+        tracing::info!(deleted = ?extra, "removed objects the component made at run time");
+    }
+    let inv = inventory_of(cr);
+    let group_kinds: BTreeSet<String> = inventory::parse_group_kinds(
+        cr.meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::APPLYSET_GROUP_KINDS)),
+    )
+    .into_iter()
+    .collect();
+    let delete_crds = cr.common().crd_policy == Some(CrdPolicy::Delete);
+    let retain =
+        |o: &DynamicObject| kind(o) != "CustomResourceDefinition" && ctx.component.retain(cr, o);
+    let outcome = cleanup::cleanup(&ctx.engine, &inv, &group_kinds, &retain, delete_crds).await?;
+    if !outcome.deleted.is_empty() {
+        tracing::info!(deleted = outcome.deleted.len(), "cleanup deleted objects");
+    }
+    if !outcome.done() {
+        return Err(ReconcileError::CleanupPending(outcome.remaining.join(", ")));
+    }
+    if !outcome.retained.is_empty() {
+        tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
+    }
+    let (ns, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
+    ctx.metrics.forget_component(&ComponentRef {
+        controller: &ctx.name,
+        kind: &C::Resource::kind(&()),
+        namespace: &ns,
+        name: &name,
+    });
+    let _ = ctx
+        .metrics
+        .managed_objects
+        .remove_label_values(&[&ctx.name, &ns, &name]);
+    Ok(Action::await_change())
+}

@@ -1,0 +1,504 @@
+//! Every image a rendered component would run, wherever it hides, and the
+//! one rewrite an air-gapped install needs: each of them moved to a mirror
+//! registry, repository path, tag and digest kept.
+//!
+//! Where images hide in the bundles: container images of workloads and of
+//! runtime CRs (KServe's ClusterServingRuntimes and ClusterStorageContainer,
+//! Trainer's ClusterTrainingRuntimes); environment variables named `*IMAGE*`
+//! or holding a registry-qualified reference (Pipelines' launcher and
+//! driver); arguments (`--executor-image <ref>`, `--x-image=<ref>`); and
+//! fields named `image`/`*Image` inside JSON or YAML held in ConfigMaps
+//! (KServe's `inferenceservice-config`). Helm's `hub` convention (Istio's
+//! injector values: `hub` + image name + `tag`) is a registry prefix:
+//! rewritten here, its composed images listed by the Istio operator.
+//!
+//! The registry rule: the first path segment is a registry when it holds a
+//! `.` or a `:` or is `localhost`; otherwise the image is Docker Hub's, whose
+//! one-segment names live under `library/`. Moving `mysql:8.4` to
+//! `registry.local:5000` gives `registry.local:5000/library/mysql:8.4`,
+//! `kserve/agent:v0.16.0` gives `registry.local:5000/kserve/agent:v0.16.0`,
+//! `gcr.io/istio-release/pilot:1.29.0` gives
+//! `registry.local:5000/istio-release/pilot:1.29.0` (the layout `skopeo sync`
+//! and `crane copy` produce when given the same paths).
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use kube::api::DynamicObject;
+use regex::Regex;
+use serde_json::Value;
+
+use crate::apply::describe;
+use crate::kinds::kind;
+
+/// One image and where it was found.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Found {
+    /// The object, as "Kind namespace/name".
+    pub object: String,
+    /// The path inside it (`<json>`/`<yaml>` marks a parsed string).
+    pub path: String,
+    /// The image reference (for a `hub`, the registry prefix).
+    pub image: String,
+}
+
+fn reference() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(kubeflow_api::IMAGE_PATTERN).ok())
+        .as_ref()
+}
+
+/// Whether `s` names an image a mirror can copy: a reference with a tag or digest.
+pub fn is_image(s: &str) -> bool {
+    let last = s.rsplit('/').next().unwrap_or(s);
+    (last.contains(':') || s.contains('@'))
+        && !s.starts_with('/')
+        && s.len() <= kubeflow_api::IMAGE_MAX_LENGTH
+        && reference().is_some_and(|r| r.is_match(s))
+}
+
+/// The registry of an image, if its first segment names one.
+fn registry_of(image: &str) -> Option<&str> {
+    let (first, _) = image.split_once('/')?;
+    (first.contains('.') || first.contains(':') || first == "localhost").then_some(first)
+}
+
+/// Whether `s` is an image with an explicit registry: recognisable anywhere.
+fn is_qualified_image(s: &str) -> bool {
+    registry_of(s).is_some() && is_image(s)
+}
+
+/// The image moved to `registry` (see the module's rule).
+pub fn moved(image: &str, registry: &str) -> String {
+    let registry = registry.trim_end_matches('/');
+    let path = match (registry_of(image), image.split_once('/')) {
+        (Some(_), Some((_, rest))) => rest.to_string(),
+        (None, Some(_)) => image.to_string(),
+        _ => format!("library/{image}"),
+    };
+    format!("{registry}/{path}")
+}
+
+/// Whether a registry setting names a registry (host, optional port and
+/// path), not a URL; the message says what is wrong.
+pub fn check_registry(field: &str, registry: &str) -> Result<(), String> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let grammar = RE.get_or_init(|| {
+        Regex::new(
+            r"^(localhost|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+|[a-z0-9-]+:[0-9]{1,5})(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*$",
+        )
+        .ok()
+    });
+    if registry.contains("://") {
+        return Err(format!(
+            "{field}: {registry:?} is a URL; give the registry's host[:port][/path], without a scheme"
+        ));
+    }
+    match grammar {
+        Some(g) if g.is_match(registry) && registry.len() <= 253 => Ok(()),
+        _ => Err(format!(
+            "{field}: {registry:?} is not a registry: host[:port][/path], lowercase, e.g. registry.local:5000 or harbor.example.com/mirror (a host needs a dot or a port)"
+        )),
+    }
+}
+
+/// Every image in the objects, with where it is.
+pub fn find(objects: &[DynamicObject]) -> Vec<Found> {
+    let mut out = Vec::new();
+    for o in objects {
+        let mut found = Vec::new();
+        walk(
+            &o.data,
+            String::new(),
+            &Context::new(kind(o) == "ConfigMap"),
+            &mut found,
+        );
+        let object = describe(o);
+        out.extend(found.into_iter().map(|(path, image)| Found {
+            object: object.clone(),
+            path,
+            image,
+        }));
+    }
+    out
+}
+
+/// The distinct images (hub prefixes excluded), sorted: the list to mirror.
+pub fn distinct(found: &[Found]) -> Vec<String> {
+    found
+        .iter()
+        .filter(|f| !f.path.ends_with(".hub"))
+        .map(|f| f.image.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// The listing `images` prints: distinct images one per line, or with
+/// `detailed` one line per place (image, object, path; hub prefixes too).
+pub fn listing(found: &[Found], detailed: bool) -> String {
+    let mut out = String::new();
+    if detailed {
+        let mut rows: Vec<&Found> = found.iter().collect();
+        rows.sort_by(|a, b| (&a.image, &a.object, &a.path).cmp(&(&b.image, &b.object, &b.path)));
+        for f in rows {
+            out.push_str(&format!("{}\t{}\t{}\n", f.image, f.object, f.path));
+        }
+    } else {
+        for i in distinct(found) {
+            out.push_str(&i);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn says_image(key: &str) -> bool {
+    key.to_ascii_lowercase().ends_with("image")
+}
+
+/// What a value's surroundings say about it.
+#[derive(Clone, Default)]
+struct Context {
+    /// Its key names an image.
+    keyed: bool,
+    /// Strings may hold JSON or YAML (ConfigMap data).
+    blobs: bool,
+    /// Helm's `hub` and `tag` of an enclosing map: a bare image name below
+    /// them means `<hub>/<name>:<tag>`.
+    hub: Option<(String, String)>,
+}
+
+impl Context {
+    fn new(blobs: bool) -> Self {
+        Context {
+            blobs,
+            ..Default::default()
+        }
+    }
+}
+
+/// Collects (path, image) pairs.
+fn walk(v: &Value, path: String, ctx: &Context, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => walk_map(m, &path, ctx, out),
+        Value::Array(items) => {
+            let mut previous_names_image = false;
+            for (i, x) in items.iter().enumerate() {
+                let here = format!("{path}[{i}]");
+                if let Some(s) = x.as_str() {
+                    // `--executor-image <ref>` and `--x-image=<ref>`.
+                    let flag_value = s
+                        .split_once('=')
+                        .filter(|(f, _)| f.starts_with('-') && says_image(f))
+                        .map(|(_, v)| v);
+                    if let Some(v) = flag_value.filter(|v| is_image(v)) {
+                        out.push((here, v.to_string()));
+                    } else if (previous_names_image || ctx.keyed) && is_image(s)
+                        || is_qualified_image(s)
+                    {
+                        out.push((here, s.to_string()));
+                    }
+                    previous_names_image = s.starts_with('-') && says_image(s);
+                } else {
+                    walk(x, here, ctx, out);
+                }
+            }
+        }
+        Value::String(s) => {
+            if (ctx.keyed && is_image(s)) || is_qualified_image(s) {
+                out.push((path, s.clone()));
+            } else if let Some((hub, tag)) = ctx.hub.as_ref().filter(|_| ctx.keyed)
+                && !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            {
+                out.push((path, format!("{hub}/{s}:{tag}")));
+            } else if ctx.blobs {
+                match parse_blob(s) {
+                    Some((parsed, marker)) => walk(
+                        &parsed,
+                        format!("{path}<{marker}>"),
+                        &Context::default(),
+                        out,
+                    ),
+                    // A template (Istio's injector): `image: <ref>` lines.
+                    None => out.extend(image_lines(s, &path)),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn walk_map(
+    m: &serde_json::Map<String, Value>,
+    path: &str,
+    ctx: &Context,
+    out: &mut Vec<(String, String)>,
+) {
+    let hub = m.get("hub").and_then(Value::as_str);
+    let tag = m.get("tag").and_then(Value::as_str);
+    let mut inner = Context {
+        keyed: false,
+        ..ctx.clone()
+    };
+    if let (Some(hub), Some(tag)) = (hub, tag)
+        && !hub.is_empty()
+        && !tag.is_empty()
+    {
+        inner.hub = Some((hub.to_string(), tag.to_string()));
+    }
+    for (k, x) in m {
+        let here = format!("{path}.{k}");
+        if k == "hub"
+            && x.as_str()
+                .is_some_and(|h| registry_of(&format!("{h}/x")).is_some())
+        {
+            out.push((here, x.as_str().unwrap_or_default().to_string()));
+            continue;
+        }
+        let child = Context {
+            keyed: says_image(k),
+            ..inner.clone()
+        };
+        walk(x, here, &child, out);
+    }
+    // env entries: {name: *IMAGE*, value: ref}
+    if let (Some(name), Some(value)) = (
+        m.get("name").and_then(Value::as_str),
+        m.get("value").and_then(Value::as_str),
+    ) && name.to_ascii_uppercase().contains("IMAGE")
+        && is_image(value)
+        && !is_qualified_image(value)
+    {
+        out.push((format!("{path}.value"), value.to_string()));
+    }
+}
+
+/// `image: <ref>` lines of a text that is no document (a template).
+fn image_lines(text: &str, path: &str) -> Vec<(String, String)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let (key, value) = line.trim().trim_start_matches("- ").split_once(':')?;
+            let value = value.trim().trim_matches('"');
+            (says_image(key.trim()) && is_image(value))
+                .then(|| (format!("{path}<text>:{}", i + 1), value.to_string()))
+        })
+        .collect()
+}
+
+/// A string holding a JSON or YAML document (a map or a list).
+fn parse_blob(s: &str) -> Option<(Value, &'static str)> {
+    let t = s.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(v) = serde_json::from_str::<Value>(s)
+    {
+        return Some((v, "json"));
+    }
+    if !s.contains('\n') || s.contains("{{") {
+        return None;
+    }
+    match serde_saphyr::from_str::<Value>(s) {
+        Ok(v @ (Value::Object(_) | Value::Array(_))) => Some((v, "yaml")),
+        _ => None,
+    }
+}
+
+/// Moves every image of the objects (and every `hub` prefix) to `registry`:
+/// each found reference is replaced where it stands, so JSON and YAML held
+/// in strings keep their formatting.
+pub fn move_to(objects: &mut [DynamicObject], registry: &str) {
+    for o in objects.iter_mut() {
+        let mut found = Vec::new();
+        walk(
+            &o.data,
+            String::new(),
+            &Context::new(kind(o) == "ConfigMap"),
+            &mut found,
+        );
+        // Composed `hub` images are not written anywhere: moving the hub moves them.
+        let mut images: Vec<String> = found
+            .into_iter()
+            .filter(|(path, i)| path.ends_with(".hub") || is_image(i))
+            .map(|(_, i)| i)
+            .collect();
+        images.sort();
+        images.dedup();
+        // Longest first, so a reference inside a longer one is not cut.
+        images.sort_by_key(|i| std::cmp::Reverse(i.len()));
+        let moves: Vec<(String, String)> = images
+            .into_iter()
+            .map(|i| {
+                let to = if is_image(&i) {
+                    moved(&i, registry)
+                } else {
+                    // A hub: the registry prefix itself.
+                    moved(&format!("{i}/x"), registry)
+                        .trim_end_matches("/x")
+                        .to_string()
+                };
+                (i, to)
+            })
+            .collect();
+        replace_strings(&mut o.data, &moves);
+    }
+}
+
+fn replace_strings(v: &mut Value, moves: &[(String, String)]) {
+    match v {
+        Value::Object(m) => m.values_mut().for_each(|x| replace_strings(x, moves)),
+        Value::Array(items) => items.iter_mut().for_each(|x| replace_strings(x, moves)),
+        Value::String(s) => {
+            for (from, to) in moves {
+                if s == from {
+                    *s = to.clone();
+                    return;
+                }
+            }
+            for (from, to) in moves {
+                if s.contains(from.as_str()) && !s.contains(to.as_str()) {
+                    *s = s.replace(from.as_str(), to);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> DynamicObject {
+        serde_json::from_value(v).expect("object")
+    }
+
+    #[test]
+    fn docker_hub_names_get_their_implicit_paths() {
+        let r = "registry.local:5000";
+        assert_eq!(
+            moved("mysql:8.4", r),
+            "registry.local:5000/library/mysql:8.4"
+        );
+        assert_eq!(
+            moved("kserve/agent:v0.16.0", r),
+            "registry.local:5000/kserve/agent:v0.16.0"
+        );
+        assert_eq!(
+            moved("gcr.io/istio-release/pilot:1.29.0", r),
+            "registry.local:5000/istio-release/pilot:1.29.0"
+        );
+        assert_eq!(
+            moved("localhost/a/b@sha256:00", "m.example/x/"),
+            "m.example/x/a/b@sha256:00"
+        );
+    }
+
+    #[test]
+    fn registries_are_hosts_not_urls() {
+        for ok in [
+            "registry.local:5000",
+            "harbor.example.com/mirror",
+            "localhost",
+            "mirror:5000/a",
+        ] {
+            assert!(check_registry("spec.imageRegistry", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "https://registry.local",
+            "Registry.Local",
+            "registry",
+            "a b",
+            "host/Path",
+        ] {
+            let e = check_registry("spec.imageRegistry", bad).expect_err(bad);
+            assert!(e.starts_with("spec.imageRegistry"), "{e}");
+        }
+    }
+
+    #[test]
+    fn images_are_found_where_they_hide_and_moved_in_place() {
+        let deployment = obj(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+            "spec": {"template": {"spec": {
+                "initContainers": [{"name": "i", "image": "busybox:1.36"}],
+                "containers": [{"name": "c", "image": "ghcr.io/kubeflow/api:2.16.0",
+                    "args": ["--executor-image", "quay.io/argoproj/argoexec:v3.7.3", "--x-image=kserve/x:1", "--port", "8080"],
+                    "env": [
+                        {"name": "V2_LAUNCHER_IMAGE", "value": "kfp/launcher:2"},
+                        {"name": "DB_HOST", "value": "mysql:3306"},
+                        {"name": "DRIVER", "value": "ghcr.io/kubeflow/driver:2"},
+                    ]}],
+            }}},
+        }));
+        let config = obj(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"},
+            "data": {
+                "agent": "{\n  \"image\": \"kserve/agent:v0.16.0\",\n  \"cpu\": \"1\"\n}",
+                "values": "{\"global\": {\"hub\": \"gcr.io/istio-release\", \"tag\": \"1.29.0\"}}",
+                "mesh": "accessLogFile: /dev/stdout\ndefaultConfig:\n  image: docker.io/a/b:1\n",
+                "host": "mysql:3306",
+            },
+        }));
+        let mut objects = vec![deployment, config];
+        let found = find(&objects);
+        let images = distinct(&found);
+        assert_eq!(
+            images,
+            [
+                "busybox:1.36",
+                "docker.io/a/b:1",
+                "ghcr.io/kubeflow/api:2.16.0",
+                "ghcr.io/kubeflow/driver:2",
+                "kfp/launcher:2",
+                "kserve/agent:v0.16.0",
+                "kserve/x:1",
+                "quay.io/argoproj/argoexec:v3.7.3",
+            ]
+        );
+        assert!(
+            found
+                .iter()
+                .any(|f| f.path == ".data.values<json>.global.hub"),
+            "{found:#?}"
+        );
+        let composed = obj(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "v", "namespace": "ns"},
+            "data": {"values": "{\"global\": {\"hub\": \"gcr.io/istio-release\", \"tag\": \"1.29.0\", \"proxy\": {\"image\": \"proxyv2\"}}}"},
+        }));
+        assert_eq!(
+            distinct(&find(&[composed])),
+            ["gcr.io/istio-release/proxyv2:1.29.0"]
+        );
+        move_to(&mut objects, "registry.local:5000");
+        let after = distinct(&find(&objects));
+        assert!(
+            after.iter().all(|i| i.starts_with("registry.local:5000/")),
+            "{after:#?}"
+        );
+        assert_eq!(after.len(), images.len());
+        let data = &objects[1].data["data"];
+        assert!(
+            data["agent"]
+                .as_str()
+                .unwrap_or("")
+                .contains("\n  \"cpu\": \"1\""),
+            "formatting kept"
+        );
+        assert!(
+            data["values"]
+                .as_str()
+                .unwrap_or("")
+                .contains("registry.local:5000/istio-release")
+        );
+        assert_eq!(data["host"], json!("mysql:3306"), "a host:port is no image");
+        let env = &objects[0].data["spec"]["template"]["spec"]["containers"][0]["env"];
+        assert_eq!(env[1]["value"], json!("mysql:3306"));
+        let args = &objects[0].data["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert_eq!(args[2], json!("--x-image=registry.local:5000/kserve/x:1"));
+        assert_eq!(args[4], json!("8080"));
+    }
+}
