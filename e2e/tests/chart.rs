@@ -84,6 +84,20 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
         assert_eq!(roles, expected, "{name}'s Roles");
     }
     assert_eq!(kinds(&all, "Namespace"), ["kubeflow", "istio-system"]);
+    // A mirror for the operators' own images.
+    let mirrored = template(&["--set", "image.registry=registry.local:5000"]).expect("renders");
+    for d in mirrored
+        .iter()
+        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+    {
+        let image = d.data["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            image.starts_with("registry.local:5000/kubeflow/kubeflow-"),
+            "{image}"
+        );
+    }
     let elsewhere = template(&["--set", "allowedNamespaces={team-a}"]).expect("renders");
     assert!(
         elsewhere
@@ -305,6 +319,7 @@ fn bad_values_are_refused_with_the_field_named() {
             "/operators/serving/replicas",
         ),
         ("logFormat=xml", "/logFormat"),
+        ("image.registry=https://registry.local", "/image/registry"),
         ("resources.limits.memory=lots", "/resources/limits/memory"),
     ] {
         let err = template(&["--set", set]).expect_err(set);

@@ -34,6 +34,13 @@ fn objects(args: &[&str]) -> Vec<DynamicObject> {
         .collect()
 }
 
+fn tool_ok_or_none(args: &[&str]) -> Option<String> {
+    let out = kubeflow_e2e::run_tool("kubectl", args);
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).to_string())
+}
+
 #[tokio::test]
 async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
@@ -112,6 +119,75 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     );
     assert!(image.starts_with(MIRROR), "unchanged: {image}");
 
+    // Digests from a map that lacks some images: refused, naming them; nothing changes.
+    let digest = format!("sha256:{}", "0".repeat(64));
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: digests}}\ndata:\n  digests: |\n    {image} {digest}\n"
+        ),
+    )
+    .await;
+    merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"imageDigests": "digests", "components": {"training": {"spec": null}}}}),
+    )
+    .await;
+    let trainers = component_api(&client, &ns.name, "Trainer");
+    let message = wait_for(
+        "the refusal of images without a digest",
+        TIMEOUT,
+        || async {
+            let cr = trainers.get("kubeflow").await.ok()?;
+            let (status, reason, message, _) = condition(&cr, "Ready")?;
+            (status == "False" && reason == "ImageDigestMissing").then_some(message)
+        },
+    )
+    .await;
+    assert!(
+        message.contains("spec.imageDigests") && message.contains(MIRROR),
+        "{message}"
+    );
+    // Training's one image is in the map: pinned.
+    let pinned = wait_for("training's image pinned by digest", TIMEOUT, || async {
+        let image = tool_ok(
+            "kubectl",
+            &[
+                "-n",
+                &ns.name,
+                "get",
+                "deployment",
+                "training-operator",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[0].image}",
+            ],
+        );
+        image.ends_with(&digest).then_some(image)
+    })
+    .await;
+    assert!(pinned.starts_with(MIRROR), "{pinned}");
+    let unpinned = tool_ok(
+        "kubectl",
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            "deployment",
+            "kubeflow-trainer-controller-manager",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+    );
+    assert!(
+        !unpinned.contains('@'),
+        "the refused component changed: {unpinned}"
+    );
+
     delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    // Istio's namespace is released, not deleted, with the component: this
+    // test made it, so it removes it.
+    let _ = tool_ok_or_none(&["delete", "namespace", "istio-system", "--wait=true"]);
     ns.delete().await;
 }

@@ -63,6 +63,9 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
                 spec.entry("imageRegistry")
                     .or_insert_with(|| json!(registry));
             }
+            if let Some(digests) = &kf.spec.image_digests {
+                spec.entry("imageDigests").or_insert_with(|| json!(digests));
+            }
             Child {
                 component,
                 managed,

@@ -73,6 +73,13 @@ pub struct CommonSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub image_registry: Option<String>,
+    /// Pin every image by digest: the name of a ConfigMap in the CR's
+    /// namespace whose key `digests` holds one `<image> <sha256:digest>` (or
+    /// `<image>@sha256:digest`) per line, for the images as they are after
+    /// `imageRegistry`. An image missing from it is refused; nothing is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub image_digests: Option<String>,
     /// Replicas of the component's controller workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]

@@ -94,6 +94,11 @@ pub struct KubeflowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub image_registry: Option<String>,
+    /// The ConfigMap of image digests every component pins its images by
+    /// (see each component's `imageDigests`; a component's own setting wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub image_digests: Option<String>,
     /// The components to install and their settings.
     #[serde(default)]
     pub components: KubeflowComponents,

@@ -53,6 +53,8 @@ pub enum Reason {
     ComponentsNotReady,
     /// A webhook certificate could not be made or read.
     CertificateError,
+    /// An image has no digest in the map the spec names.
+    ImageDigestMissing,
     /// A component CR not created yet (in the `Kubeflow` status).
     NotCreated,
     /// A component has not reported on its current generation yet.
@@ -82,6 +84,7 @@ impl Reason {
             Reason::NamespaceNotAllowed => "NamespaceNotAllowed",
             Reason::ComponentsNotReady => "ComponentsNotReady",
             Reason::CertificateError => "CertificateError",
+            Reason::ImageDigestMissing => "ImageDigestMissing",
             Reason::NotCreated => "NotCreated",
             Reason::Reconciling => "Reconciling",
         }
@@ -148,6 +151,8 @@ pub mod reason {
     pub const COMPONENTS_NOT_READY: Reason = Reason::ComponentsNotReady;
     /// A webhook certificate could not be made or read.
     pub const CERTIFICATE_ERROR: Reason = Reason::CertificateError;
+    /// An image has no digest in the map the spec names.
+    pub const IMAGE_DIGEST_MISSING: Reason = Reason::ImageDigestMissing;
     /// A component CR not created yet (in the `Kubeflow` status).
     pub const NOT_CREATED: Reason = Reason::NotCreated;
     /// A component has not reported on its current generation yet.

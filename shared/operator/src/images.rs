@@ -367,6 +367,82 @@ fn replace_strings(v: &mut Value, moves: &[(String, String)]) {
     }
 }
 
+/// Parses a digest map: one `<image> <sha256:hex>` or `<image>@sha256:hex`
+/// per line, `#` comments and blank lines allowed. An error names the line.
+pub fn parse_digests(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let digest = |d: &str| {
+        d.strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (image, d) = match line.split_once(char::is_whitespace) {
+            Some((image, d)) => (image, d.trim()),
+            None => line.split_once('@').unwrap_or((line, "")),
+        };
+        if !is_image(image) || !digest(d) {
+            return Err(format!(
+                "line {}: {line:?} is not `<image> sha256:<64 hex digits>` (or `<image>@sha256:...`)",
+                i + 1
+            ));
+        }
+        out.insert(image.to_string(), d.to_string());
+    }
+    Ok(out)
+}
+
+/// Pins every image written in the objects by its digest from `digests`
+/// (`image@sha256:...`, the tag kept). Returns the images the map lacks;
+/// then nothing is changed.
+pub fn pin(
+    objects: &mut [DynamicObject],
+    digests: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Vec<String>> {
+    let written: Vec<String> = {
+        let mut found = Vec::new();
+        for o in objects.iter() {
+            walk(
+                &o.data,
+                String::new(),
+                &Context::new(kind(o) == "ConfigMap"),
+                &mut found,
+            );
+        }
+        let mut images: Vec<String> = found
+            .into_iter()
+            .map(|(_, i)| i)
+            .filter(|i| is_image(i) && !i.contains('@'))
+            .collect();
+        images.sort();
+        images.dedup();
+        images
+    };
+    let missing: Vec<String> = written
+        .iter()
+        .filter(|i| !digests.contains_key(*i))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        return Err(missing);
+    }
+    let mut moves: Vec<(String, String)> = written
+        .into_iter()
+        .filter_map(|i| {
+            let d = digests.get(&i)?;
+            Some((i.clone(), format!("{i}@{d}")))
+        })
+        .collect();
+    moves.sort_by_key(|(i, _)| std::cmp::Reverse(i.len()));
+    for o in objects.iter_mut() {
+        replace_strings(&mut o.data, &moves);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +471,37 @@ mod tests {
             moved("localhost/a/b@sha256:00", "m.example/x/"),
             "m.example/x/a/b@sha256:00"
         );
+    }
+
+    #[test]
+    fn images_are_pinned_by_digest_or_refused_when_the_map_lacks_one() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        let map = parse_digests(&format!(
+            "# mirrored 2026-11-22\nbusybox:1.36 {d}\n\nkserve/agent:v1@{d}\n"
+        ))
+        .expect("map");
+        assert_eq!(map.len(), 2);
+        let e = parse_digests("busybox:1.36 md5:00").expect_err("bad line");
+        assert!(e.starts_with("line 1:"), "{e}");
+        let mut objects = vec![obj(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "a", "image": "busybox:1.36"},
+                {"name": "b", "image": "kserve/agent:v1"},
+            ]}}},
+        }))];
+        let before = objects.clone();
+        let mut short = map.clone();
+        short.remove("kserve/agent:v1");
+        assert_eq!(
+            pin(&mut objects, &short),
+            Err(vec!["kserve/agent:v1".to_string()])
+        );
+        assert_eq!(objects[0].data, before[0].data, "nothing changed");
+        pin(&mut objects, &map).expect("pinned");
+        let c = &objects[0].data["spec"]["template"]["spec"]["containers"];
+        assert_eq!(c[0]["image"], json!(format!("busybox:1.36@{d}")));
+        assert_eq!(c[1]["image"], json!(format!("kserve/agent:v1@{d}")));
     }
 
     #[test]

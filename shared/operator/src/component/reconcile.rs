@@ -111,10 +111,15 @@ async fn render<C: Component>(
         namespace: &ns,
         platform,
     };
-    let rendered = match ctx.component.render(cr, &render_ctx, &inputs) {
+    let mut rendered = match ctx.component.render(cr, &render_ctx, &inputs) {
         Ok(r) => r,
         Err(refusal) => return Ok(Err(refusal)),
     };
+    if let Some(name) = &cr.common().image_digests
+        && let Err(refusal) = pin_digests(ctx, &ns, name, &mut rendered.objects).await?
+    {
+        return Ok(Err(refusal));
+    }
     let outside = ctx.scope.outside(&rendered.objects);
     if !outside.is_empty() {
         return Ok(Err(Refusal::new(
@@ -123,6 +128,54 @@ async fn render<C: Component>(
         )));
     }
     Ok(Ok(rendered))
+}
+
+/// Pins the rendered images by the digests of ConfigMap `name` (key
+/// `digests`): refused, with nothing changed, when the map is missing,
+/// malformed or lacks an image.
+async fn pin_digests<C: Component>(
+    ctx: &Context<C>,
+    namespace: &str,
+    name: &str,
+    objects: &mut [DynamicObject],
+) -> Result<Result<(), Refusal>, ReconcileError> {
+    let field = "spec.imageDigests";
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(ctx.client.clone(), namespace);
+    let Some(cm) = cms
+        .get_opt(name)
+        .await
+        .map_err(|e| ReconcileError::Api("read the image digests", e))?
+    else {
+        return Ok(Err(Refusal::new(
+            reason::PREREQUISITE_MISSING,
+            format!("{field}: ConfigMap {namespace}/{name} does not exist"),
+        )));
+    };
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get("digests"))
+        .cloned()
+        .unwrap_or_default();
+    let digests = match crate::images::parse_digests(&text) {
+        Ok(d) => d,
+        Err(e) => {
+            return Ok(Err(Refusal::new(
+                reason::INVALID_SPEC,
+                format!("{field}: ConfigMap {namespace}/{name} key digests, {e}"),
+            )));
+        }
+    };
+    Ok(crate::images::pin(objects, &digests).map_err(|missing| {
+        Refusal::new(
+            reason::IMAGE_DIGEST_MISSING,
+            format!(
+                "{field}: ConfigMap {namespace}/{name} has no digest for {}",
+                missing.join(", ")
+            ),
+        )
+    }))
 }
 
 /// What the apply step came to.

@@ -71,8 +71,10 @@ pub fn component_rules(
         &["customresourcedefinitions"],
         READ,
     ));
-    // Pods are read to say why a workload is not available.
+    // Pods are read to say why a workload is not available; a ConfigMap of
+    // image digests (`imageDigests`) is read where the CR is.
     rules.namespaced.push(rule("", &["pods"], &["get", "list"]));
+    rules.namespaced.push(rule("", &["configmaps"], &["get"]));
     // Events on the component CR: what a prune kept and why.
     rules
         .namespaced
