@@ -9,7 +9,7 @@ use kube::api::DynamicObject;
 use kubeflow_e2e::component::{
     ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, merge, wait_condition,
 };
-use kubeflow_e2e::demo::tool_ok;
+use kubeflow_e2e::demo::{COMPONENTS, tool_ok};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use kubeflow_operator::images;
@@ -41,22 +41,30 @@ fn tool_ok_or_none(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
+/// The first container image of a Deployment.
+fn deployment_image(namespace: &str, name: &str) -> String {
+    tool_ok(
+        "kubectl",
+        &[
+            "-n",
+            namespace,
+            "get",
+            "deployment",
+            name,
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+    )
+}
+
 #[tokio::test]
 async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let ns = TestNamespace::new(&client, "mirror").await;
-    let _operators: Vec<OperatorProcess> = [
-        "meta",
-        "istio",
-        "training",
-        "trainer",
-        "serving",
-        "pipelines",
-        "device-plugins",
-    ]
-    .iter()
-    .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
-    .collect();
+    let _operators: Vec<OperatorProcess> = COMPONENTS
+        .iter()
+        .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
+        .collect();
     let managed = "{managementState: Managed}";
     apply_yaml(
         &client,
@@ -105,18 +113,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     })
     .await;
     assert!(message.contains("spec.imageRegistry"), "{message}");
-    let image = tool_ok(
-        "kubectl",
-        &[
-            "-n",
-            &ns.name,
-            "get",
-            "deployment",
-            "training-operator",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].image}",
-        ],
-    );
+    let image = deployment_image(&ns.name, "training-operator");
     assert!(image.starts_with(MIRROR), "unchanged: {image}");
 
     // Digests from a map that lacks some images: refused, naming them; nothing changes.
@@ -152,34 +149,12 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     );
     // Training's one image is in the map: pinned.
     let pinned = wait_for("training's image pinned by digest", TIMEOUT, || async {
-        let image = tool_ok(
-            "kubectl",
-            &[
-                "-n",
-                &ns.name,
-                "get",
-                "deployment",
-                "training-operator",
-                "-o",
-                "jsonpath={.spec.template.spec.containers[0].image}",
-            ],
-        );
+        let image = deployment_image(&ns.name, "training-operator");
         image.ends_with(&digest).then_some(image)
     })
     .await;
     assert!(pinned.starts_with(MIRROR), "{pinned}");
-    let unpinned = tool_ok(
-        "kubectl",
-        &[
-            "-n",
-            &ns.name,
-            "get",
-            "deployment",
-            "kubeflow-trainer-controller-manager",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].image}",
-        ],
-    );
+    let unpinned = deployment_image(&ns.name, "kubeflow-trainer-controller-manager");
     assert!(
         !unpinned.contains('@'),
         "the refused component changed: {unpinned}"

@@ -31,6 +31,37 @@ use serde_json::Value;
 use crate::apply::describe;
 use crate::kinds::kind;
 
+/// Marks the path of an image a Helm `hub` composes: listed for mirroring,
+/// never written anywhere (moving the hub moves it; it cannot be pinned).
+const COMPOSED: &str = "<hub>";
+
+/// The (path, image) pairs of one object.
+fn found_in(o: &DynamicObject) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    walk(
+        &o.data,
+        String::new(),
+        &Context::new(kind(o) == "ConfigMap"),
+        &mut found,
+    );
+    found
+}
+
+/// The references written in the object's strings (hubs included, composed
+/// images not), longest first so that a shorter one inside a longer one is
+/// never replaced first.
+fn written_in(o: &DynamicObject) -> Vec<String> {
+    let mut images: Vec<String> = found_in(o)
+        .into_iter()
+        .filter(|(path, _)| !path.ends_with(COMPOSED))
+        .map(|(_, i)| i)
+        .collect();
+    images.sort();
+    images.dedup();
+    images.sort_by_key(|i| std::cmp::Reverse(i.len()));
+    images
+}
+
 /// One image and where it was found.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Found {
@@ -106,15 +137,8 @@ pub fn check_registry(field: &str, registry: &str) -> Result<(), String> {
 pub fn find(objects: &[DynamicObject]) -> Vec<Found> {
     let mut out = Vec::new();
     for o in objects {
-        let mut found = Vec::new();
-        walk(
-            &o.data,
-            String::new(),
-            &Context::new(kind(o) == "ConfigMap"),
-            &mut found,
-        );
         let object = describe(o);
-        out.extend(found.into_iter().map(|(path, image)| Found {
+        out.extend(found_in(o).into_iter().map(|(path, image)| Found {
             object: object.clone(),
             path,
             image,
@@ -213,7 +237,7 @@ fn walk(v: &Value, path: String, ctx: &Context, out: &mut Vec<(String, String)>)
                 && s.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
             {
-                out.push((path, format!("{hub}/{s}:{tag}")));
+                out.push((format!("{path}{COMPOSED}"), format!("{hub}/{s}:{tag}")));
             } else if ctx.blobs {
                 match parse_blob(s) {
                     Some((parsed, marker)) => walk(
@@ -311,23 +335,7 @@ fn parse_blob(s: &str) -> Option<(Value, &'static str)> {
 /// in strings keep their formatting.
 pub fn move_to(objects: &mut [DynamicObject], registry: &str) {
     for o in objects.iter_mut() {
-        let mut found = Vec::new();
-        walk(
-            &o.data,
-            String::new(),
-            &Context::new(kind(o) == "ConfigMap"),
-            &mut found,
-        );
-        // Composed `hub` images are not written anywhere: moving the hub moves them.
-        let mut images: Vec<String> = found
-            .into_iter()
-            .filter(|(path, i)| path.ends_with(".hub") || is_image(i))
-            .map(|(_, i)| i)
-            .collect();
-        images.sort();
-        images.dedup();
-        // Longest first, so a reference inside a longer one is not cut.
-        images.sort_by_key(|i| std::cmp::Reverse(i.len()));
+        let images = written_in(o);
         let moves: Vec<(String, String)> = images
             .into_iter()
             .map(|i| {
@@ -402,25 +410,13 @@ pub fn pin(
     objects: &mut [DynamicObject],
     digests: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), Vec<String>> {
-    let written: Vec<String> = {
-        let mut found = Vec::new();
-        for o in objects.iter() {
-            walk(
-                &o.data,
-                String::new(),
-                &Context::new(kind(o) == "ConfigMap"),
-                &mut found,
-            );
-        }
-        let mut images: Vec<String> = found
-            .into_iter()
-            .map(|(_, i)| i)
-            .filter(|i| is_image(i) && !i.contains('@'))
-            .collect();
-        images.sort();
-        images.dedup();
-        images
-    };
+    let mut written: Vec<String> = objects
+        .iter()
+        .flat_map(written_in)
+        .filter(|i| is_image(i) && !i.contains('@'))
+        .collect();
+    written.sort();
+    written.dedup();
     let missing: Vec<String> = written
         .iter()
         .filter(|i| !digests.contains_key(*i))
