@@ -279,6 +279,8 @@ node_ready() {
 }
 
 node_up() {
+  running kubelet && return
+  node_network_up
   node_configs
   start containerd "$NODE_BIN_DIR/containerd" --config "$NODE_DIR/containerd.toml"
   wait_for containerd 120 node_ctr version
@@ -319,7 +321,10 @@ stop_pid_file() {
   return 0
 }
 
-node_down() {
+# Stops the node (processes, mounts, chains, cgroups, bridge, kernel
+# settings) and removes its Node object when the API server answers; the
+# API server's address stays until `down`.
+node_stop() {
   # Containers first, while containerd still answers: killing a task ends
   # its shim once the task is deleted.
   if running containerd; then
@@ -364,7 +369,6 @@ node_down() {
     while IFS= read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done < <(mounts_under "$prefix")
   done
   if ip link show "$BRIDGE_IF" >/dev/null 2>&1; then ip link del "$BRIDGE_IF"; fi
-  if ip -4 addr show dev lo | grep -q "inet $HOST_IP/32"; then ip addr del "$HOST_IP/32" dev lo; fi
   # The kubelet's cgroups, empty now that their processes are gone.
   local dir
   for dir in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
@@ -379,10 +383,44 @@ node_down() {
     find /var/log/containers -maxdepth 1 -type l -lname "$NODE_DIR/*" -delete 2>/dev/null || true
   fi
   rm -rf "$NODE_RUN" "$NODE_DIR"
+  kc delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+}
+
+node_down() {
+  node_stop
+  if ip -4 addr show dev lo | grep -q "inet $HOST_IP/32"; then ip addr del "$HOST_IP/32" dev lo; fi
 }
 
 node_status() {
   for name in containerd kubelet kube-proxy; do
     if running "$name"; then echo "$name running (pid $(cat "$STATE_DIR/pids/$name"))"; else echo "$name stopped"; fi
   done
+}
+
+# After `down`: fails, naming it, on anything the real node leaves behind.
+node_check_clean() {
+  local left=()
+  for name in containerd kubelet kube-proxy; do
+    [ -f "$STATE_DIR/pids/$name" ] && left+=("pid file of $name")
+  done
+  [ -n "$(mounts_under "$NODE_RUN")$(mounts_under "$NODE_DIR")" ] && left+=("mounts: $(mounts_under "$NODE_RUN") $(mounts_under "$NODE_DIR")")
+  ip link show "$BRIDGE_IF" >/dev/null 2>&1 && left+=("interface $BRIDGE_IF")
+  ip -o link show type veth 2>/dev/null | grep -q "master $BRIDGE_IF" && left+=("veth on $BRIDGE_IF")
+  ip -4 addr show dev lo | grep -q "inet $HOST_IP/" && left+=("address $HOST_IP on lo")
+  local ipt
+  for ipt in iptables-save ip6tables-save; do
+    command -v "$ipt" >/dev/null || continue
+    "$ipt" 2>/dev/null | grep -q 'KUBE-' && left+=("$ipt: KUBE-* chains or rules")
+  done
+  local dir
+  for dir in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$dir" ] && left+=("cgroup $dir")
+  done
+  [ -e "$NODE_RUN" ] && left+=("folder $NODE_RUN")
+  [ -e "$NODE_DIR" ] && left+=("folder $NODE_DIR")
+  if [ ${#left[@]} -gt 0 ]; then
+    printf 'left behind: %s\n' "${left[@]}" >&2
+    return 1
+  fi
+  log "the real node left nothing behind"
 }

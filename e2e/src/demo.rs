@@ -25,11 +25,24 @@ pub struct Demo {
 impl Demo {
     /// Runs `e2e/demo up --skip-build` (the binaries are built by the test
     /// command) and returns the guard and what the script printed.
+    /// The operators run as local processes (tests read their logs and
+    /// ports); `up_as_pods` runs them as the chart's pods.
     pub fn up(name: &str, port_base: u16) -> (Demo, String) {
+        Self::up_with(name, port_base, "processes")
+    }
+
+    /// `e2e/demo up` with the operators as the chart's pods on the real node.
+    pub fn up_as_pods(name: &str) -> (Demo, String) {
+        Self::up_with(name, 0, "pods")
+    }
+
+    fn up_with(name: &str, port_base: u16, operators: &str) -> (Demo, String) {
         let state = crate::operator::target_dir()
             .join("e2e-demo")
             .join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state);
+        let _ = std::fs::create_dir_all(&state);
+        let _ = std::fs::write(state.join("mode"), operators);
         let demo = Demo { state, port_base };
         let out = demo.run(&["up", "--skip-build"]);
         (demo, out)

@@ -11,6 +11,7 @@ pub mod operator;
 pub mod prometheus;
 pub mod repair;
 pub mod rotator;
+pub mod stall;
 pub mod wait;
 
 use std::path::{Path, PathBuf};

@@ -29,16 +29,28 @@ pub fn installed() -> bool {
 impl Prometheus {
     /// Starts Prometheus scraping `targets` (job name, `127.0.0.1:<port>`) every second.
     pub fn start(port: u16, targets: &[(String, String)]) -> Self {
-        assert!(
-            installed(),
-            "prometheus and promtool are needed (apt-get install prometheus; .ci/run does)"
-        );
         for (_, addr) in targets {
             assert!(
                 addr.starts_with("127.0.0.1:"),
                 "only loopback targets: {addr}"
             );
         }
+        let mut jobs = String::new();
+        for (job, addr) in targets {
+            jobs.push_str(&format!(
+                "  - job_name: {job}\n    static_configs:\n      - targets: ['{addr}']\n"
+            ));
+        }
+        Self::start_with_jobs(port, &jobs)
+    }
+
+    /// Starts Prometheus with these `scrape_configs` entries (YAML, indented
+    /// two spaces), e.g. Kubernetes service discovery.
+    pub fn start_with_jobs(port: u16, jobs: &str) -> Self {
+        assert!(
+            installed(),
+            "prometheus and promtool are needed (apt-get install prometheus; .ci/run does)"
+        );
         let dir = crate::operator::target_dir()
             .join("e2e-prometheus")
             .join(format!("{}-{port}", std::process::id()));
@@ -47,11 +59,7 @@ impl Prometheus {
         let mut config = String::from(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
         );
-        for (job, addr) in targets {
-            config.push_str(&format!(
-                "  - job_name: {job}\n    static_configs:\n      - targets: ['{addr}']\n"
-            ));
-        }
+        config.push_str(jobs);
         std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus config");
         let log = std::fs::File::create(dir.join("prometheus.log")).expect("prometheus log");
         let addr = format!("127.0.0.1:{port}");

@@ -42,6 +42,9 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", kubeflow_operator::images::listing(&found, detailed));
             Ok(())
         }
-        None => reconcile::run(cli.run).await,
+        None => {
+            let deadline = std::time::Duration::from_secs(cli.run.shutdown_deadline);
+            kubeflow_operator::runner::until_deadline(reconcile::run(cli.run), deadline).await
+        }
     }
 }

@@ -28,6 +28,36 @@ pub struct RunArgs {
     /// releases it, and a standby takes over at once.)
     #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(5..=300))]
     pub lease_duration: u64,
+    /// Seconds from SIGTERM to exit at the latest, whatever is still in
+    /// flight: under the pod's grace period (30 s by default), so an operator
+    /// that cannot reach the API server still stops before the kubelet kills
+    /// it, and a rollout never waits on it.
+    #[arg(long, env = "SHUTDOWN_DEADLINE_SECONDS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub shutdown_deadline: u64,
+}
+
+/// Runs an operator's main loop, but returns at the latest `deadline`
+/// after SIGTERM: the graceful path (finish reconciles, release the Lease)
+/// waits on the API server, which may be down; the kubelet would otherwise
+/// kill the process at the end of the grace period, or a process outside a
+/// pod would retry for as long as the API stays away.
+pub async fn until_deadline<F>(run: F, deadline: std::time::Duration) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let forced = async {
+        terminate().await;
+        tokio::time::sleep(deadline).await;
+    };
+    tokio::select! {
+        r = run => r,
+        () = forced => {
+            tracing::warn!(seconds = deadline.as_secs(), "graceful shutdown did not finish in time; exiting");
+            // Not a return: dropping the runtime would wait on blocking
+            // tasks, which may be the very calls that hang.
+            std::process::exit(1)
+        }
+    }
 }
 
 /// What a running operator process holds.

@@ -44,7 +44,10 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
             print!("{}", crate::images::listing(&found, detailed));
             Ok(())
         }
-        None => run(component, cli.args).await,
+        None => {
+            let deadline = std::time::Duration::from_secs(cli.args.run.shutdown_deadline);
+            crate::runner::until_deadline(run(component, cli.args), deadline).await
+        }
     }
 }
 
