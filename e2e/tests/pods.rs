@@ -428,7 +428,7 @@ async fn hands_over_leadership_in_a_rollout(client: &kube::Client) {
             ],
         )
     });
-    // Sampled every 100 ms until 5 s after the rollout finished: the
+    // Sampled every 100 ms until a new pod leads after the rollout: the
     // longest stretch without a holder that is a Ready pod.
     let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
     let mut leaderless_since: Option<Instant> = None;
@@ -455,7 +455,12 @@ async fn hands_over_leadership_in_a_rollout(client: &kube::Client) {
         if finished_at.is_none() && rollout.is_finished() {
             finished_at = Some(Instant::now());
         }
-        if finished_at.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
+        // Until a new pod leads (or a minute after the rollout, which the
+        // assertions below then report).
+        if finished_at.is_some_and(|t| {
+            (live && last_holder != first_holder && t.elapsed() > Duration::from_secs(2))
+                || t.elapsed() > Duration::from_secs(60)
+        }) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
