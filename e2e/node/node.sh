@@ -90,16 +90,7 @@ node_build() {
     log "building the pause image"
     local work; work=$(mktemp -d)
     musl-gcc -static -Os -s -o "$work/pause" "$ROOT_DIR/e2e/node/pause.c"
-    umoci init --layout "$work/oci"
-    umoci new --image "$work/oci:1"
-    umoci unpack --image "$work/oci:1" "$work/bundle"
-    install -m 0755 "$work/pause" "$work/bundle/rootfs/pause"
-    umoci repack --image "$work/oci:1" "$work/bundle"
-    umoci config --image "$work/oci:1" --os linux --architecture amd64 \
-      --config.user 65535:65535 --config.entrypoint /pause
-    umoci gc --layout "$work/oci"
-    tar -C "$work/oci" -cf "$NODE_BIN_DIR/pause.oci.tar.tmp" .
-    mv "$NODE_BIN_DIR/pause.oci.tar.tmp" "$NODE_BIN_DIR/pause.oci.tar"
+    "$ROOT_DIR/images/pack" "$work" "$NODE_BIN_DIR/pause.oci.tar" 1 65535:65535 /pause
     rm -rf "$work"
   fi
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, component_api, condition, prepare};
 use kubeflow_e2e::demo::{
     COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, clear_leftovers, tool_ok,
@@ -377,10 +377,7 @@ async fn restarts_after_a_crash_and_repairs(client: &kube::Client) {
     .await;
 }
 
-/// With two replicas, `kubectl rollout restart` replaces both pods; the
-/// Lease is never without a live holder for longer than its duration.
-async fn hands_over_leadership_in_a_rollout(client: &kube::Client) {
-    let deployment = "deployment/kubeflow-training-operator";
+fn scale(deployment: &str, replicas: u32) {
     tool_ok(
         "kubectl",
         &[
@@ -388,9 +385,16 @@ async fn hands_over_leadership_in_a_rollout(client: &kube::Client) {
             OPERATOR_NAMESPACE,
             "scale",
             deployment,
-            "--replicas=2",
+            &format!("--replicas={replicas}"),
         ],
     );
+}
+
+/// With two replicas, `kubectl rollout restart` replaces both pods; the
+/// Lease is never without a live holder for longer than its duration.
+async fn hands_over_leadership_in_a_rollout(client: &kube::Client) {
+    let deployment = "deployment/kubeflow-training-operator";
+    scale(deployment, 2);
     tool_ok(
         "kubectl",
         &[
@@ -479,17 +483,7 @@ async fn hands_over_leadership_in_a_rollout(client: &kube::Client) {
         longest < Duration::from_secs(duration as u64),
         "leaderless for {longest:?}, more than the {duration} s lease"
     );
-    let _ = pods.list(&ListParams::default()).await;
-    tool_ok(
-        "kubectl",
-        &[
-            "-n",
-            OPERATOR_NAMESPACE,
-            "scale",
-            deployment,
-            "--replicas=1",
-        ],
-    );
+    scale(deployment, 1);
 }
 
 /// SIGTERM exits within the shutdown deadline when the API server stops
