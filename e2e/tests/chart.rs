@@ -4,39 +4,9 @@
 
 use kube::api::DynamicObject;
 use kubeflow_e2e::demo::COMPONENTS;
-use kubeflow_e2e::{parse_yaml, repo_root, run_tool};
+use kubeflow_e2e::{repo_root, run_tool};
 
-fn chart() -> String {
-    repo_root().join("charts/kubeflow").display().to_string()
-}
-
-fn template(extra: &[&str]) -> Result<Vec<DynamicObject>, String> {
-    let chart = chart();
-    let mut args = vec![
-        "template",
-        "kf",
-        &chart,
-        "-n",
-        "kubeflow-system",
-        "--kube-version",
-        "1.36.3",
-    ];
-    args.extend_from_slice(extra);
-    let out = run_tool("helm", &args);
-    if out.status.success() {
-        Ok(parse_yaml(&String::from_utf8_lossy(&out.stdout)))
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).to_string())
-    }
-}
-
-fn kinds(objects: &[DynamicObject], kind: &str) -> Vec<String> {
-    objects
-        .iter()
-        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == kind))
-        .filter_map(|o| o.metadata.name.clone())
-        .collect()
-}
+use kubeflow_e2e::chart::{dir as chart, names as kinds, template};
 
 #[test]
 fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
@@ -466,4 +436,43 @@ fn the_images_bundle_list_pins_exactly_the_bundles_the_tests_use() {
         listed, present,
         "bundles.lock lists exactly the bundle files"
     );
+}
+
+#[test]
+fn every_alert_waits_before_firing_and_links_a_runbook_in_the_repository() {
+    let objects = template(&["--set", "monitoring.prometheusRule.enabled=true"]).expect("renders");
+    let rule = kubeflow_e2e::chart::of_kind(&objects, "PrometheusRule")
+        .next()
+        .expect("a PrometheusRule");
+    let base = "https://github.com/kubeflow/meta-operator/blob/main/docs/runbooks/";
+    let mut alerts = 0;
+    for group in rule.data["spec"]["groups"].as_array().expect("groups") {
+        for r in group["rules"].as_array().expect("rules") {
+            let alert = r["alert"].as_str().expect("alert name");
+            alerts += 1;
+            assert!(r["for"].is_string(), "{alert} has no `for`");
+            let url = r["annotations"]["runbook_url"].as_str().unwrap_or("");
+            let page = url
+                .strip_prefix(base)
+                .unwrap_or_else(|| panic!("{alert}: runbook_url {url:?}"));
+            assert_eq!(page, format!("{alert}.md"));
+            let text = std::fs::read_to_string(repo_root().join("docs/runbooks").join(page))
+                .unwrap_or_else(|e| panic!("{alert}: no runbook page: {e}"));
+            for section in ["## What it means", "## How to look", "## How to fix"] {
+                assert!(text.contains(section), "{page} lacks {section:?}");
+            }
+        }
+    }
+    assert!(alerts >= 5 + COMPONENTS.len(), "{alerts} alerts");
+    // A base of one's own (a wiki) moves every link.
+    let moved = template(&[
+        "--set",
+        "monitoring.prometheusRule.enabled=true",
+        "--set",
+        "monitoring.runbookBaseUrl=https://wiki.example.com/runbooks/",
+    ])
+    .expect("renders");
+    let text = serde_json::to_string(&moved).unwrap_or_default();
+    assert!(!text.contains(base));
+    assert!(text.contains("https://wiki.example.com/runbooks/KubeflowOperatorNoLeader.md"));
 }

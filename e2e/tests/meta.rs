@@ -159,24 +159,33 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
 }
 
 #[tokio::test]
-async fn an_unknown_release_is_refused_and_creates_nothing() {
+async fn an_unknown_release_is_refused_at_the_door_and_creates_nothing() {
     let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let ns = TestNamespace::new(&client, "meta-unknown").await;
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        &kubeflow("1.9.0", "    training: {managementState: Managed}\n"),
+    // The CRD's enum refuses it at `kubectl apply`, naming what it accepts.
+    // (An operator older than the CRD refuses it too: UnknownVersion, unit-tested.)
+    let file = std::env::temp_dir().join(format!("kf-unknown-{}.yaml", std::process::id()));
+    std::fs::write(
+        &file,
+        kubeflow("1.9.0", "    training: {managementState: Managed}\n"),
     )
-    .await;
-    let kfs = component_api(&client, &ns.name, "Kubeflow");
-    let kf = wait_condition(&kfs, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&kf, "Degraded").expect("Degraded");
-    assert_eq!(reason, "UnknownVersion");
-    assert!(
-        message.contains("1.9.0") && message.contains("1.10.2, 1.11.0, 26.03"),
-        "{message}"
+    .expect("write");
+    let out = kubeflow_e2e::run_tool(
+        "kubectl",
+        &["apply", "-n", &ns.name, "-f", &file.display().to_string()],
     );
+    let _ = std::fs::remove_file(&file);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "1.9.0 accepted");
+    assert!(
+        err.contains("spec.version")
+            && err.contains("\"1.9.0\"")
+            && err.contains(r#"supported values: "1.10.2", "1.11.0", "26.03""#),
+        "{err}"
+    );
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    assert!(kfs.get_opt("kubeflow").await.expect("get").is_none());
     assert!(
         component_api(&client, &ns.name, "Training")
             .get_opt("kubeflow")
@@ -185,7 +194,6 @@ async fn an_unknown_release_is_refused_and_creates_nothing() {
             .is_none(),
         "nothing created"
     );
-    kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     ns.delete().await;
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kubeflow_e2e::chart::{of_kind, template};
 use kubeflow_e2e::component::{
     ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, prepare, wait_gone,
 };
@@ -22,32 +23,50 @@ use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-fn chart() -> String {
-    kubeflow_e2e::repo_root()
-        .join("charts/kubeflow")
-        .display()
-        .to_string()
+/// The chart's ServiceMonitor and PrometheusRule, as `helm template` renders
+/// them for the demo's release.
+fn rendered_monitoring() -> (Value, Value) {
+    let objects = template(&[
+        "--set",
+        "monitoring.prometheusRule.enabled=true",
+        "--set",
+        "monitoring.serviceMonitor.enabled=true",
+    ])
+    .expect("renders");
+    let spec = |kind: &str| {
+        of_kind(&objects, kind)
+            .next()
+            .unwrap_or_else(|| panic!("a {kind}"))
+            .data["spec"]
+            .clone()
+    };
+    (spec("ServiceMonitor"), spec("PrometheusRule"))
 }
 
-/// The rule groups of the chart's PrometheusRule, as `helm template` renders it.
-fn rendered_rules() -> Value {
-    let out = tool_ok(
-        "helm",
-        &[
-            "template",
-            "kf",
-            &chart(),
-            "--kube-version",
-            "1.36.3",
-            "--set",
-            "monitoring.prometheusRule.enabled=true",
-        ],
-    );
-    let rule = kubeflow_e2e::parse_yaml(&out)
-        .into_iter()
-        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "PrometheusRule"))
-        .expect("a PrometheusRule");
-    rule.data["spec"].clone()
+/// The scrape jobs the Prometheus Operator makes of the ServiceMonitor, as
+/// kube-prometheus-stack runs it: each endpoint's target labelled with the
+/// namespace, service, pod, container and endpoint it came from, `job` the
+/// Service's name, and the endpoint's `honorLabels` deciding whose
+/// `namespace` wins when a series carries one too. The targets are the
+/// operators' addresses on 127.0.0.1 (no service discovery dialling pods).
+fn service_monitor_jobs(monitor: &Value, demo: &Demo) -> String {
+    let endpoint = &monitor["endpoints"][0];
+    assert_eq!(endpoint["port"], "metrics");
+    let honor = endpoint["honorLabels"].as_bool().unwrap_or(false);
+    let mut jobs = String::new();
+    for c in COMPONENTS {
+        let service = format!("{RELEASE}-{c}-operator-metrics");
+        jobs.push_str(&format!(
+            "  - job_name: serviceMonitor/{OPERATOR_NAMESPACE}/{RELEASE}-operators/{c}\n    \
+             honor_labels: {honor}\n    metrics_path: {}\n    static_configs:\n      \
+             - targets: ['{}']\n        labels: {{namespace: {OPERATOR_NAMESPACE}, \
+             service: {service}, job: {service}, pod: {RELEASE}-{c}-operator-0, \
+             container: operator, endpoint: metrics}}\n",
+            endpoint["path"].as_str().unwrap_or("/metrics"),
+            demo.metrics_addr(c),
+        ));
+    }
+    jobs
 }
 
 /// Every `expr` of every panel of every dashboard, with Grafana's variables
@@ -66,7 +85,9 @@ fn dashboard_queries() -> Vec<(String, String)> {
                     .expect("expr")
                     .replace("$__rate_interval", "1m")
                     .replace("$namespace", ".*")
-                    .replace("$controller", ".*");
+                    .replace("$controller", ".*")
+                    .replace("$job", ".*")
+                    .replace("$instance", ".*");
                 out.push((format!("{} / {}", d["title"], panel["title"]), expr));
             }
         }
@@ -112,7 +133,7 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
 
     // The rules as the chart renders them: valid, and each alert unit-tested.
-    let rules = rendered_rules();
+    let (monitor, rules) = rendered_monitoring();
     let dir = kubeflow_e2e::operator::target_dir()
         .join("e2e-prometheus")
         .join(format!("rules-{}", std::process::id()));
@@ -142,17 +163,31 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
 
     clear_leftovers(&client).await;
     let (demo, _) = Demo::up("monitoring", 16520);
-    let targets: Vec<(String, String)> = COMPONENTS
-        .iter()
-        .map(|c| (format!("kubeflow-{c}-operator"), demo.metrics_addr(c)))
-        .collect();
-    let prom = Prometheus::start(16540, &targets);
+    let prom = Prometheus::start_with_jobs(16540, &service_monitor_jobs(&monitor, &demo));
     prom.wait_targets_up(COMPONENTS.len()).await;
     wait_for("every CR's readiness gauge at 1", TIMEOUT, || async {
         let r = prom.query("kubeflow_component_ready == 1").await.ok()?;
         (r.len() == 7).then_some(())
     })
     .await;
+    // Scraped through the ServiceMonitor, a series keeps the namespace of
+    // its custom resource (what the dashboards' variable and the alerts'
+    // text use); the operator's own namespace is not put in its place.
+    for s in prom
+        .query("kubeflow_component_ready")
+        .await
+        .expect("readiness series")
+    {
+        let labels = &s["metric"];
+        assert_eq!(labels["namespace"], KUBEFLOW_NAMESPACE, "{labels}");
+        assert!(labels.get("exported_namespace").is_none(), "{labels}");
+        assert!(
+            labels["service"]
+                .as_str()
+                .is_some_and(|v| v.ends_with("-operator-metrics")),
+            "{labels}"
+        );
+    }
 
     // Training made unready while its operator is stopped: its Deployment
     // deleted, and no node taking new pods.

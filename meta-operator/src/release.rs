@@ -206,6 +206,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_crd_accepts_exactly_the_releases_of_the_table() {
+        let table: Vec<&str> = RELEASES.iter().map(|r| r.kubeflow).collect();
+        assert_eq!(table, kubeflow_api::kubeflow::RELEASES);
+    }
+
+    #[test]
     fn the_table_matches_the_manifests_readme() {
         let r = find("1.10.2").expect("1.10.2");
         assert_eq!(

@@ -12,9 +12,36 @@ istio: istio
 devicePlugins: device-plugins
 {{- end }}
 
-{{/* <release>-<component>-operator, the name of everything made for one operator. */}}
+{{/*
+<release>-<component>-operator (or <fullnameOverride>-...), the name of
+everything made for one operator.
+*/}}
 {{- define "kubeflow.operatorName" -}}
-{{- printf "%s-%s-operator" .root.Release.Name .component | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s-operator" (include "kubeflow.prefix" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/* What every object name the chart makes begins with: fullnameOverride or the release name. */}}
+{{- define "kubeflow.prefix" -}}
+{{- .Values.fullnameOverride | default .Release.Name -}}
+{{- end }}
+
+{{/* The app.kubernetes.io/name of one operator. */}}
+{{- define "kubeflow.appName" -}}
+{{- printf "%s-%s-operator" (.root.Values.nameOverride | default "kubeflow") .component | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/*
+A security context with the pinned user and group dropped where OpenShift
+assigns them (see openshift.adaptSecurityContext in values.yaml).
+*/}}
+{{- define "kubeflow.securityContext" -}}
+{{- $adapt := .root.Values.openshift.adaptSecurityContext -}}
+{{- $openshift := or (eq $adapt "force") (and (eq $adapt "auto") (.root.Capabilities.APIVersions.Has "security.openshift.io/v1")) -}}
+{{- if $openshift -}}
+{{- toYaml (omit .context "runAsUser" "runAsGroup" "fsGroup") -}}
+{{- else -}}
+{{- toYaml .context -}}
+{{- end -}}
 {{- end }}
 
 {{/* Labels on every object of the chart. */}}
@@ -28,7 +55,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 
 {{/* Selector labels of one operator's pods. */}}
 {{- define "kubeflow.selector" -}}
-app.kubernetes.io/name: {{ printf "kubeflow-%s-operator" .component }}
+app.kubernetes.io/name: {{ include "kubeflow.appName" . }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 

@@ -148,6 +148,7 @@ pub struct ComponentStatus {
     pub observed_generation: Option<i64>,
     /// Ready, Progressing and Degraded, per the Kubernetes API conventions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
     /// The component version deployed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,6 +165,60 @@ pub struct ComponentStatus {
     /// Objects a prune kept and released; an entry goes when its object is deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub released: Vec<ReleasedObject>,
+}
+
+/// The schema of a `conditions` list, as the API conventions ask: a map
+/// keyed by `type` (so server-side apply merges one condition, never the
+/// list), `status` one of True, False or Unknown, `reason` CamelCase and
+/// bounded, as `metav1.Condition`'s own validation has them.
+pub fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Ready, Progressing and Degraded, per the Kubernetes API conventions.",
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "maxItems": 16,
+        "items": {
+            "type": "object",
+            "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+            "properties": {
+                "type": {
+                    "description": "Ready, Progressing or Degraded.",
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+                },
+                "status": {
+                    "description": "True, False or Unknown.",
+                    "type": "string",
+                    "enum": ["True", "False", "Unknown"]
+                },
+                "reason": {
+                    "description": "Why, in one CamelCase word (WorkloadsNotReady, PermissionDenied, ...).",
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 1024,
+                    "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+                },
+                "message": {
+                    "description": "What a person needs to know, and what to do.",
+                    "type": "string",
+                    "maxLength": 32768
+                },
+                "lastTransitionTime": {
+                    "description": "When the status last changed.",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "observedGeneration": {
+                    "description": "The generation of the spec the condition was set from.",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0
+                }
+            }
+        }
+    })
 }
 
 /// A reference to a key of a Secret in the component's namespace.

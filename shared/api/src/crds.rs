@@ -1,24 +1,77 @@
 //! CRD generation: the YAML in `crds/` is made from these types.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSON,
+};
 use kube::CustomResourceExt;
 
 use crate::{DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training};
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
+    let component = |crd| with_defaults(crd, COMPONENT_DEFAULTS);
     vec![
-        ("platform.kubeflow.org_kubeflows.yaml", Kubeflow::crd()),
-        ("components.kubeflow.org_istios.yaml", Istio::crd()),
-        ("components.kubeflow.org_pipelines.yaml", Pipelines::crd()),
-        ("components.kubeflow.org_servings.yaml", Serving::crd()),
-        ("components.kubeflow.org_trainings.yaml", Training::crd()),
-        ("components.kubeflow.org_trainers.yaml", Trainer::crd()),
+        (
+            "platform.kubeflow.org_kubeflows.yaml",
+            with_defaults(Kubeflow::crd(), &[("platform", "auto")]),
+        ),
+        (
+            "components.kubeflow.org_istios.yaml",
+            component(Istio::crd()),
+        ),
+        (
+            "components.kubeflow.org_pipelines.yaml",
+            component(Pipelines::crd()),
+        ),
+        (
+            "components.kubeflow.org_servings.yaml",
+            component(Serving::crd()),
+        ),
+        (
+            "components.kubeflow.org_trainings.yaml",
+            component(Training::crd()),
+        ),
+        (
+            "components.kubeflow.org_trainers.yaml",
+            component(Trainer::crd()),
+        ),
         (
             "components.kubeflow.org_deviceplugins.yaml",
-            DevicePlugins::crd(),
+            component(DevicePlugins::crd()),
         ),
     ]
+}
+
+/// Defaults the operators apply in code when a component CR leaves these
+/// fields out, written into the schema so that the API server fills them
+/// and `kubectl get -o yaml` shows them.
+const COMPONENT_DEFAULTS: &[(&str, &str)] = &[("platform", "auto"), ("crdPolicy", "Retain")];
+
+/// The CRD with `default`s on top-level `spec` fields. Only there: the same
+/// Rust types are embedded in the `Kubeflow` kind's component entries, where
+/// a default would turn "not stated" into a value passed to every child.
+fn with_defaults(
+    mut crd: CustomResourceDefinition,
+    defaults: &[(&str, &str)],
+) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let Some(spec) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+        else {
+            continue;
+        };
+        for (field, value) in defaults {
+            if let Some(prop) = spec.get_mut(*field) {
+                prop.default = Some(JSON(serde_json::Value::String((*value).into())));
+            }
+        }
+    }
+    crd
 }
 
 /// A CRD as the YAML document kept in `crds/`.
@@ -28,4 +81,73 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::s
     );
     out.push_str(&serde_saphyr::to_string(crd)?);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    fn schema(file: &str) -> Value {
+        let (_, crd) = super::all()
+            .into_iter()
+            .find(|(f, _)| *f == file)
+            .unwrap_or_else(|| panic!("no {file}"));
+        let v = serde_json::to_value(crd).expect("crd");
+        v["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+
+    #[test]
+    fn defaults_sit_on_each_kinds_own_spec_and_not_in_the_kubeflow_entries() {
+        let training = schema("components.kubeflow.org_trainings.yaml");
+        assert_eq!(
+            training["properties"]["spec"]["properties"]["platform"]["default"],
+            "auto"
+        );
+        assert_eq!(
+            training["properties"]["spec"]["properties"]["crdPolicy"]["default"],
+            "Retain"
+        );
+        let kf = schema("platform.kubeflow.org_kubeflows.yaml");
+        assert_eq!(
+            kf["properties"]["spec"]["properties"]["platform"]["default"],
+            "auto"
+        );
+        let entry = &kf["properties"]["spec"]["properties"]["components"]["properties"]["training"]
+            ["properties"]["spec"]["properties"];
+        assert!(entry["platform"].is_object(), "{entry}");
+        assert!(entry["platform"].get("default").is_none(), "{entry}");
+        assert!(entry["crdPolicy"].get("default").is_none(), "{entry}");
+    }
+
+    #[test]
+    fn every_kind_describes_itself_and_keys_its_conditions_by_type() {
+        for (file, _) in super::all() {
+            let s = schema(file);
+            let about = s["description"].as_str().unwrap_or("");
+            assert!(
+                about.len() > 60 && !about.contains("Auto-generated"),
+                "{file}: {about}"
+            );
+            let conditions = &s["properties"]["status"]["properties"]["conditions"];
+            assert_eq!(conditions["x-kubernetes-list-type"], "map", "{file}");
+            assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+            assert_eq!(
+                conditions["items"]["properties"]["status"]["enum"],
+                json!(["True", "False", "Unknown"])
+            );
+            assert_eq!(
+                conditions["items"]["properties"]["reason"]["maxLength"],
+                1024
+            );
+        }
+    }
+
+    #[test]
+    fn the_kubeflow_version_is_one_of_the_known_releases() {
+        let kf = schema("platform.kubeflow.org_kubeflows.yaml");
+        assert_eq!(
+            kf["properties"]["spec"]["properties"]["version"]["enum"],
+            json!(crate::kubeflow::RELEASES)
+        );
+    }
 }

@@ -66,9 +66,17 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, Pipelines, Serving, Training, Trainer, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
+    // The release every component has reached; the one asked for in -o wide.
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
+    printcolumn(
+        name = "Requested",
+        type_ = "string",
+        json_path = ".spec.version",
+        priority = 1
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
         name = "Ready",
@@ -83,8 +91,9 @@ pub struct KubeflowComponents {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeflowSpec {
-    /// Kubeflow release, e.g. "1.11.0" or "26.03"; picks each component's default version.
-    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
+    /// Kubeflow release, one of those this operator knows (the schema's
+    /// enum); picks each component's default version.
+    #[schemars(schema_with = "release_schema")]
     pub version: String,
     /// auto (detect by API discovery), kubernetes or openshift.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +111,19 @@ pub struct KubeflowSpec {
     /// The components to install and their settings.
     #[serde(default)]
     pub components: KubeflowComponents,
+}
+
+/// The Kubeflow releases the meta-operator knows, oldest first (its release
+/// table holds each one's component versions). The CRD refuses any other
+/// at `kubectl apply`.
+pub const RELEASES: &[&str] = &["1.10.2", "1.11.0", "26.03"];
+
+fn release_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Kubeflow release, one of those this operator knows; picks each component's default version.",
+        "type": "string",
+        "enum": RELEASES,
+    })
 }
 
 /// Lifecycle phase of a Kubeflow installation.
@@ -160,6 +182,7 @@ pub struct KubeflowStatus {
     pub phase: Option<Phase>,
     /// Ready, Progressing and Degraded, per the Kubernetes API conventions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::common::conditions_schema")]
     pub conditions: Vec<Condition>,
     /// The release every component has reached (set once all are Ready at it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

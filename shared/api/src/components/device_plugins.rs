@@ -85,6 +85,7 @@ pub struct DevicePlugin {
 
 component_crd! {
     kind = "DevicePlugins", plural = "deviceplugins", shortname = "kfdp", status = "DevicePluginsStatus",
+    doc = "GPU device plugins (NVIDIA, Intel) as DaemonSets on the nodes each plugin selects, reconciled by the kubeflow-device-plugins-operator. Ready when every plugin's DaemonSet runs on its nodes.",
     schema = KubeSchema, columns = [printcolumn(name = "Plugins", type_ = "integer", json_path = ".status.pluginCount"),],
     /// Desired state of the GPU device plugins.
     pub struct DevicePluginsSpec {

@@ -33,6 +33,7 @@ pub struct IngressGateway {
 
 component_crd! {
     kind = "Istio", plural = "istios", shortname = "kfistio", status = "ComponentStatus",
+    doc = "The Istio control plane (CNI, istiod, ingress gateway) that Kubeflow's Serving and Pipelines use, reconciled by the kubeflow-istio-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of the Istio control plane.
     pub struct IstioSpec {

@@ -2,11 +2,12 @@
 
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns. Each kind
-/// names itself, its status type, its schema derive and its leading columns.
+/// names itself, its description (`kubectl explain`'s first line), its
+/// status type, its schema derive and its leading columns.
 macro_rules! component_crd {
     (
         kind = $kind:tt, plural = $plural:tt, shortname = $short:tt, status = $status:tt,
-        schema = $schema:ident, columns = [$($column:tt)*],
+        doc = $doc:tt, schema = $schema:ident, columns = [$($column:tt)*],
         $(#[$meta:meta])*
         pub struct $name:ident { $($body:tt)* }
     ) => {
@@ -19,6 +20,7 @@ macro_rules! component_crd {
             plural = $plural,
             namespaced,
             status = $status,
+            doc = $doc,
             shortname = $short,
             category = "kubeflow-all",
             $($column)*

@@ -86,6 +86,7 @@ pub enum VolumePolicy {
 
 component_crd! {
     kind = "Pipelines", plural = "pipelines", shortname = "kfpipelines", status = "ComponentStatus",
+    doc = "Kubeflow Pipelines (API server, UI, workflow controller, metadata store, database and object store), reconciled by the kubeflow-pipelines-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
     schema = KubeSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of Kubeflow Pipelines.
     pub struct PipelinesSpec {

@@ -28,6 +28,7 @@ pub enum CertificateSource {
 
 component_crd! {
     kind = "Serving", plural = "servings", shortname = "kfserving", status = "ComponentStatus",
+    doc = "KServe, Kubeflow's model serving (controller, webhooks, serving runtimes), reconciled by the kubeflow-serving-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of KServe.
     pub struct ServingSpec {

@@ -26,6 +26,7 @@ pub struct TrainerController {
 
 component_crd! {
     kind = "Trainer", plural = "trainers", shortname = "kftrainer", status = "TrainerStatus",
+    doc = "Kubeflow Trainer v2 (TrainJob, with its JobSet controller and training runtimes), reconciled by the kubeflow-trainer-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "JobSet", type_ = "string", json_path = ".status.jobSetVersion"),],
     /// Desired state of Kubeflow Trainer v2.
     pub struct TrainerSpec {

@@ -60,6 +60,7 @@ pub enum GangScheduler {
 
 component_crd! {
     kind = "Training", plural = "trainings", shortname = "kftraining", status = "ComponentStatus",
+    doc = "The Kubeflow training-operator (Trainer v1: PyTorchJob, TFJob and the other job kinds), reconciled by the kubeflow-training-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of the Kubeflow training-operator.
     pub struct TrainingSpec {
