@@ -276,6 +276,42 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
         Some("1.11.0"),
         "still the installed release"
     );
+    // `kubectl describe kubeflow` tells the story, each step once.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    let told = wait_for("the upgrade's Events", TIMEOUT, || async {
+        let mut told: Vec<(String, String)> = events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Kubeflow"))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect();
+        told.sort();
+        told.iter()
+            .any(|(r, _)| r == "DowngradeRefused")
+            .then_some(told)
+    })
+    .await;
+    let reasons: Vec<&str> = told.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "DowngradeRefused",
+            "Ready",
+            "Ready",
+            "UpgradeStarted",
+            "Upgraded"
+        ],
+        "{told:?}"
+    );
+    assert!(
+        told.iter()
+            .any(|(_, n)| n.contains("from Kubeflow 1.10.2 to 1.11.0")),
+        "{told:?}"
+    );
 
     kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     ns.delete().await;

@@ -1,5 +1,5 @@
 //! The meta-operator's RBAC: its own kind and the six component kinds it
-//! writes. It never touches a component's objects itself.
+//! writes, and Events about them. It never touches a component's objects itself.
 
 use kubeflow_operator::api::{
     DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training,
@@ -20,6 +20,12 @@ pub fn rules() -> Rules {
     let children: Vec<&str> = children.iter().map(String::as_str).collect();
     let mut rules = rbac::own_kind(&Kubeflow::group(&()), &Kubeflow::plural(&()));
     rules.push(rbac::rule(&Istio::group(&()), &children, MANAGE));
+    // Events on Kubeflow CRs (refusals, upgrades, readiness), wherever they are.
+    rules.push(rbac::rule(
+        "events.k8s.io",
+        &["events"],
+        &["create", "patch"],
+    ));
     Rules {
         cluster: rbac::normalize(rules),
         ..Default::default()

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -23,7 +24,7 @@ use kubeflow_operator::retry::{self, Failures};
 use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
 use kubeflow_operator::telemetry::metrics::ComponentRef;
-use kubeflow_operator::{labels, platform, watches};
+use kubeflow_operator::{events, labels, platform, watches};
 use serde_json::Value;
 
 use crate::children;
@@ -39,6 +40,7 @@ pub const FINALIZER: &str = "platform.kubeflow.org/cleanup";
 struct Context {
     client: Client,
     engine: Engine,
+    recorder: Recorder,
     metrics: Metrics,
     failures: Failures,
 }
@@ -63,6 +65,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let ctx = Arc::new(Context {
         client: rt.client.clone(),
         engine: Engine::new(rt.client.clone(), NAME),
+        recorder: Recorder::new(
+            rt.client.clone(),
+            Reporter {
+                controller: NAME.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
         metrics: rt.metrics.clone(),
         failures: Failures::default(),
     });
@@ -234,6 +243,7 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         &seen,
     );
     write_status(kf, ctx, &old, &status).await?;
+    announce(kf, ctx, &old, &status).await;
     ctx.metrics.record_component(
         &ComponentRef {
             controller: NAME,
@@ -322,6 +332,22 @@ async fn apply_children(
             .with_label_values(&[NAME])
             .inc_by(outcome.written.len() as u64);
     }
+    if !outcome.pruned.is_empty() {
+        let removed: Vec<String> = outcome.pruned.iter().map(ToString::to_string).collect();
+        let note = format!(
+            "removed (managementState Removed, or left out): {}",
+            events::listing(&removed)
+        );
+        events::publish(
+            &ctx.recorder,
+            &kf.object_ref(&()),
+            false,
+            "ComponentRemoved",
+            "Prune",
+            note,
+        )
+        .await;
+    }
     Ok(outcome)
 }
 
@@ -341,6 +367,18 @@ async fn refuse(
     let old = kf.status.clone().unwrap_or_default();
     kubeflow_operator::status::refused(r, message).apply(&mut status.conditions, generation);
     status.phase = Some(Phase::Degraded);
+    if events::condition_changed(&old.conditions, &status.conditions, READY) {
+        let on = kf.object_ref(&());
+        events::publish(
+            &ctx.recorder,
+            &on,
+            true,
+            r.as_str(),
+            "Reconcile",
+            message.into(),
+        )
+        .await;
+    }
     write_status(kf, ctx, &old, &status).await?;
     Ok(Action::await_change())
 }
@@ -366,6 +404,37 @@ async fn write_status(
     .await
     .map_err(|e| Error::Api("write status", e))?;
     Ok(())
+}
+
+/// Events for a release change begun or finished and for readiness
+/// reached; only when the status moved, so a steady state publishes none.
+async fn announce(kf: &Kubeflow, ctx: &Context, old: &KubeflowStatus, new: &KubeflowStatus) {
+    let on = kf.object_ref(&());
+    match (&old.upgrade, &new.upgrade) {
+        (None, Some(u)) => {
+            let note = format!(
+                "upgrading from Kubeflow {} to {}, one component at a time",
+                u.from, u.to
+            );
+            events::publish(&ctx.recorder, &on, false, "UpgradeStarted", "Upgrade", note).await;
+        }
+        (Some(u), None) if new.version.as_deref() == Some(u.to.as_str()) => {
+            let note = format!(
+                "every component reached Kubeflow {} (from {})",
+                u.to, u.from
+            );
+            events::publish(&ctx.recorder, &on, false, "Upgraded", "Upgrade", note).await;
+        }
+        _ => {}
+    }
+    if events::became_true(&old.conditions, &new.conditions, READY) {
+        let note = format!(
+            "Kubeflow {}: {} components ready",
+            new.version.as_deref().unwrap_or(&kf.spec.version),
+            new.ready_components.as_deref().unwrap_or("all")
+        );
+        events::publish(&ctx.recorder, &on, false, "Ready", "Reconcile", note).await;
+    }
 }
 
 /// Deletes children in reverse order, each wave once the previous one is gone.

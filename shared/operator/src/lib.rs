@@ -9,6 +9,7 @@ pub mod cleanup;
 pub mod component;
 pub mod conditions;
 pub mod discovery;
+pub mod events;
 pub mod health;
 pub mod images;
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! then the status; and the cleanup its finalizer runs.
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 pub(super) fn current_status<K: ComponentResource>(cr: &K) -> ComponentStatus {
     cr.component_status().cloned().unwrap_or_default()
@@ -61,6 +62,7 @@ pub(super) async fn apply<C: Component>(
         } => {
             crate::status::failed(reason, &message, repeats)
                 .apply(&mut status.conditions, cr.meta().generation);
+            announce_failure(cr, ctx, &old.conditions, &status.conditions, reason).await;
             write_status(cr, ctx, &status, serde_json::Map::new()).await?;
             record_gauges(cr, ctx, &status, false);
             return Err(error.into());
@@ -70,6 +72,7 @@ pub(super) async fn apply<C: Component>(
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
+    announce_progress(cr, ctx, &old, &status).await;
     let extra = ctx
         .component
         .extra_status(cr, &outcome.live, &ctx.client)
@@ -261,7 +264,9 @@ async fn report_repairs<C: Component>(
     version: &str,
     outcome: &ApplyOutcome,
 ) {
+    let on = cr.object_ref(&());
     if old.observed_generation == cr.meta().generation && old.version.as_deref() == Some(version) {
+        let mut repaired = Vec::new();
         for what in outcome.created.iter().chain(&outcome.drifted) {
             ctx.metrics
                 .drift_repairs_total
@@ -269,21 +274,26 @@ async fn report_repairs<C: Component>(
                 .inc();
             let why = outcome.why.get(what).map_or("missing", String::as_str);
             tracing::info!(object = %what, why, "repaired drift");
+            repaired.push(format!("{what} ({why})"));
+        }
+        if !repaired.is_empty() {
+            let note = format!("put back: {}", events::listing(&repaired));
+            events::publish(&ctx.recorder, &on, false, "DriftRepaired", "Apply", note).await;
         }
     }
+    if !outcome.pruned.is_empty() {
+        let pruned: Vec<String> = outcome.pruned.iter().map(ToString::to_string).collect();
+        let note = format!(
+            "deleted what the desired state no longer has: {}",
+            events::listing(&pruned)
+        );
+        events::publish(&ctx.recorder, &on, false, "Pruned", "Prune", note).await;
+    }
     for what in &outcome.recreated {
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "ObjectRecreated".into(),
-            note: Some(format!(
-                "{what}: its live state (changed by someone else) could not take the desired state, so it was deleted and created anew"
-            )),
-            action: "Apply".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
-            tracing::warn!(error = %e, "failed to publish an Event");
-        }
+        let note = format!(
+            "{what}: its live state (changed by someone else) could not take the desired state, so it was deleted and created anew"
+        );
+        events::publish(&ctx.recorder, &on, true, "ObjectRecreated", "Apply", note).await;
     }
     if !outcome.written.is_empty() {
         ctx.metrics
@@ -295,5 +305,52 @@ async fn report_repairs<C: Component>(
             pruned = outcome.pruned.len(),
             "applied"
         );
+    }
+}
+
+/// Events for a failed apply, when the verdict is news: a missing
+/// permission at once (a person must grant it), a passing API failure once
+/// it has repeated enough to mark the CR Degraded.
+async fn announce_failure<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    before: &[Condition],
+    after: &[Condition],
+    reason: conditions::Reason,
+) {
+    let permission = reason == reason::PERMISSION_DENIED
+        && events::condition_changed(before, after, conditions::READY);
+    if permission || events::became_true(before, after, conditions::DEGRADED) {
+        let note = conditions::get(after, conditions::READY)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        let on = cr.object_ref(&());
+        events::publish(&ctx.recorder, &on, true, reason.as_str(), "Apply", note).await;
+    }
+}
+
+/// Events for an apply that went through: an upgrade begun (the applied
+/// version differs from the one reported before), and readiness reached
+/// (an install, an upgrade or a recovery finished).
+async fn announce_progress<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: &ComponentStatus,
+    new: &ComponentStatus,
+) {
+    let on = cr.object_ref(&());
+    let version = new.version.as_deref().unwrap_or("");
+    if let Some(from) = old.version.as_deref()
+        && from != version
+    {
+        let note = format!("moving from {from} to {version}");
+        events::publish(&ctx.recorder, &on, false, "Upgrading", "Upgrade", note).await;
+    }
+    if events::became_true(&old.conditions, &new.conditions, conditions::READY) {
+        let note = format!(
+            "{version} is ready ({} objects)",
+            new.managed_objects.unwrap_or(0)
+        );
+        events::publish(&ctx.recorder, &on, false, "Ready", "Reconcile", note).await;
     }
 }

@@ -32,19 +32,16 @@ pub(super) async fn released<C: Component>(
     }
     for r in &outcome.released {
         tracing::warn!(kind = %r.group_kind, namespace = %r.namespace, name = %r.name, message = %r.message, "kept and released an object the new state no longer has");
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "ObjectReleased".into(),
-            note: Some(format!(
-                "{} {}/{}: {}",
-                r.group_kind, r.namespace, r.name, r.message
-            )),
-            action: "Prune".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
-            tracing::warn!(error = %e, "failed to publish an Event");
-        }
+        let note = format!("{} {}/{}: {}", r.group_kind, r.namespace, r.name, r.message);
+        crate::events::publish(
+            &ctx.recorder,
+            &cr.object_ref(&()),
+            true,
+            "ObjectReleased",
+            "Prune",
+            note,
+        )
+        .await;
         out.retain(|o: &ReleasedObject| {
             !(o.kind == r.group_kind && o.namespace == r.namespace && o.name == r.name)
         });
@@ -91,6 +88,20 @@ pub(super) async fn cleanup_component<C: Component>(
     }
     if !outcome.retained.is_empty() {
         tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
+        let kept: Vec<String> = outcome.retained.iter().map(ToString::to_string).collect();
+        let note = format!(
+            "kept on removal: {} (CRDs hold users' objects: crdPolicy Delete removes them once none is left; volumes hold data)",
+            crate::events::listing(&kept)
+        );
+        crate::events::publish(
+            &ctx.recorder,
+            &cr.object_ref(&()),
+            false,
+            "Retained",
+            "Cleanup",
+            note,
+        )
+        .await;
     }
     let (ns, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
     ctx.metrics.forget_component(&ComponentRef {

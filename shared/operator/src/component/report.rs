@@ -41,8 +41,21 @@ pub(super) async fn refuse<C: Component>(
         .reconcile_errors_total
         .with_label_values(&[&ctx.name, refusal.reason.as_str()])
         .inc();
+    let before = status.conditions.clone();
     crate::status::refused(refusal.reason, &refusal.message)
         .apply(&mut status.conditions, generation);
+    // Told once per new refusal; the retries of the same one stay quiet.
+    if crate::events::condition_changed(&before, &status.conditions, "Ready") {
+        crate::events::publish(
+            &ctx.recorder,
+            &cr.object_ref(&()),
+            true,
+            refusal.reason.as_str(),
+            "Reconcile",
+            refusal.message.clone(),
+        )
+        .await;
+    }
     ctx.forget_failures(cr);
     write_status(cr, ctx, &status, serde_json::Map::new()).await?;
     ctx.metrics.record_component(

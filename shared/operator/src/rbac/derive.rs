@@ -75,7 +75,8 @@ pub fn component_rules(
     // image digests (`imageDigests`) is read where the CR is.
     rules.namespaced.push(rule("", &["pods"], &["get", "list"]));
     rules.namespaced.push(rule("", &["configmaps"], &["get"]));
-    // Events on the component CR: what a prune kept and why.
+    // Events on the component CR: refusals, repairs, prunes, upgrades,
+    // readiness, what a prune or a removal kept and why.
     rules
         .namespaced
         .push(rule("events.k8s.io", &["events"], &["create", "patch"]));
