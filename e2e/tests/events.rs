@@ -14,7 +14,9 @@ use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// (reason, note) of every Event about the Training CR `name`, oldest first.
+/// (reason, note) of every Event about the Training CR `name`, oldest
+/// first, once per occurrence (the recorder counts a repeat of the same
+/// Event in its series instead of making a new one).
 async fn events_of(api: &Api<Event>, name: &str) -> Vec<(String, String)> {
     let mut list: Vec<Event> = api
         .list(&ListParams::default())
@@ -30,7 +32,11 @@ async fn events_of(api: &Api<Event>, name: &str) -> Vec<(String, String)> {
         .collect();
     list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     list.into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .flat_map(|e| {
+            let times = e.series.as_ref().map_or(1, |s| s.count.max(1)) as usize;
+            let told = (e.reason.unwrap_or_default(), e.note.unwrap_or_default());
+            std::iter::repeat_n(told, times)
+        })
         .collect()
 }
 

@@ -47,7 +47,8 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     let training = wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(
         training.data["spec"],
-        json!({"jobKinds": ["PyTorchJob"], "version": "v1.9.2", "platform": "kubernetes"})
+        // (crdPolicy: the CRD's default, filled in by the API server)
+        json!({"jobKinds": ["PyTorchJob"], "version": "v1.9.2", "platform": "kubernetes", "crdPolicy": "Retain"})
     );
     let kf = kfs.get("kubeflow").await.expect("kubeflow");
     let owner = &training.owner_references()[0];

@@ -247,9 +247,13 @@ async fn the_charts_operators_run_as_pods_on_the_real_node() {
         },
     )
     .await;
+    // A liveness probe never fails; a readiness probe may fail once while
+    // the process starts (the kubelet can probe before the server listens).
     let failed: Vec<_> = probes
         .iter()
-        .filter(|((_, _, result), n)| result != "successful" && **n > 0.0)
+        .filter(|((_, kind, result), n)| {
+            result != "successful" && **n > if kind == "Readiness" { 1.0 } else { 0.0 }
+        })
         .collect();
     assert!(failed.is_empty(), "failed probes: {failed:?}");
 

@@ -80,6 +80,8 @@ pub struct Runtime {
 /// become leader. (Long on purpose: the start-up sequence in its order.)
 pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     telemetry::init_tracing();
+    // Listen for SIGTERM from the start: a standby must see one sent while it waits.
+    drop(termination());
     let metrics = Metrics::new().context("failed to register metrics")?;
     let client = counted_client(&metrics).await?;
     let probe = Arc::new(Probe::default());
@@ -114,18 +116,18 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         // apply, and two replicas applying as the same manager never conflict,
         // so both would believe they lead.
         let field_manager: String = format!("{name}-{identity}").chars().take(128).collect();
-        let manager = LeaseManagerBuilder::new(client.clone(), name)
-            .with_namespace(&args.lease_namespace)
-            .with_identity(identity)
-            .with_field_manager(field_manager)
-            .with_duration(args.lease_duration)
-            // Renew a third of the way before expiry.
-            .with_grace((args.lease_duration / 3).max(2))
-            .build()
-            .await
-            .context("failed to set up leader election")?;
+        let make = || {
+            LeaseManagerBuilder::new(client.clone(), name)
+                .with_namespace(&args.lease_namespace)
+                .with_identity(identity.clone())
+                .with_field_manager(field_manager.clone())
+                .with_duration(args.lease_duration)
+                // Renew a third of the way before expiry.
+                .with_grace((args.lease_duration / 3).max(2))
+                .build()
+        };
         tracing::info!(lease = name, "waiting for leadership");
-        acquire(&manager, &client, &args.lease_namespace, name).await?;
+        let manager = acquire(make, &client, &args.lease_namespace, name).await?;
         tracing::info!(lease = name, "became leader");
         // From here the manager renews the Lease in its own task, and
         // releases it when the last receiver is dropped (see `release`).
@@ -144,16 +146,23 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     })
 }
 
-/// Waits until this process holds the Lease. The lease manager alone sleeps
-/// until the holder's Lease expires; a watch on the Lease wakes it as soon
-/// as the holder releases it (a graceful shutdown), so a standby takes over
-/// in about a second instead of a lease duration.
-async fn acquire(
-    manager: &kube_lease_manager::LeaseManager,
+/// Waits until this process holds the Lease, and returns the manager that
+/// holds it. The lease manager alone sleeps until the holder's Lease
+/// expires, on the state it read last; a watch on the Lease wakes it as soon
+/// as the holder releases it (a graceful shutdown), and a manager built anew
+/// reads the Lease then, so a standby takes over in about a second instead
+/// of a lease duration. A standby told to stop (a rollout, a drain) exits at
+/// once: it holds nothing, and must not take the Lease on its way out.
+async fn acquire<F, Fut>(
+    make: F,
     client: &Client,
     namespace: &str,
     name: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<kube_lease_manager::LeaseManager>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+{
     use futures::StreamExt;
     use k8s_openapi::api::coordination::v1::Lease;
     use kube::runtime::{WatchStreamExt, watcher};
@@ -174,15 +183,22 @@ async fn acquire(
         futures::future::ready(free.filter(|f| *f))
     });
     let mut released = std::pin::pin!(released);
+    let mut manager = make().await.context("failed to set up leader election")?;
     loop {
         tokio::select! {
             r = manager.changed() => {
                 if r.context("leader election failed")? {
-                    return Ok(());
+                    return Ok(manager);
                 }
             }
-            // Released: try again now, not at the old Lease's expiry.
-            Some(_) = released.next() => {}
+            // Released: read the Lease now, not at the old Lease's expiry.
+            Some(_) = released.next() => {
+                manager = make().await.context("failed to set up leader election")?;
+            }
+            () = terminate() => {
+                tracing::info!("termination signal received while standing by; exiting");
+                std::process::exit(0);
+            }
         }
     }
 }
@@ -359,6 +375,31 @@ fn is_collection(path: &str) -> bool {
 }
 
 async fn terminate() {
+    let mut rx = termination();
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// Whether SIGTERM (or Ctrl-C) came, for every part of the process that
+/// must know, whenever it starts listening: one listener, installed on first
+/// use, keeps the answer (a signal stream only sees signals sent after it
+/// was made, so late listeners would miss an early SIGTERM).
+fn termination() -> watch::Receiver<bool> {
+    static TERMINATION: std::sync::OnceLock<watch::Receiver<bool>> = std::sync::OnceLock::new();
+    TERMINATION
+        .get_or_init(|| {
+            let (tx, rx) = watch::channel(false);
+            tokio::spawn(async move {
+                signalled().await;
+                let _ = tx.send(true);
+                // The sender stays, so the answer stays readable.
+                std::future::pending::<()>().await;
+            });
+            rx
+        })
+        .clone()
+}
+
+async fn signalled() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
