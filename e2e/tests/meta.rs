@@ -299,13 +299,7 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     let reasons: Vec<&str> = told.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         reasons,
-        [
-            "DowngradeRefused",
-            "Ready",
-            "Ready",
-            "UpgradeStarted",
-            "Upgraded"
-        ],
+        ["DowngradeRefused", "Ready", "UpgradeStarted", "Upgraded"],
         "{told:?}"
     );
     assert!(
