@@ -45,7 +45,10 @@ pub(super) async fn refuse<C: Component>(
     crate::status::refused(refusal.reason, &refusal.message)
         .apply(&mut status.conditions, generation);
     // Told once per new refusal; the retries of the same one stay quiet.
-    if crate::events::condition_changed(&before, &status.conditions, "Ready") {
+    // Not in a namespace the operator may not write to (its Roles stop at
+    // the allowed namespaces): there the status alone says it.
+    let writable = ctx.scope.allows(&cr.namespace().unwrap_or_default());
+    if writable && crate::events::condition_changed(&before, &status.conditions, "Ready") {
         crate::events::publish(
             &ctx.recorder,
             &cr.object_ref(&()),
