@@ -39,8 +39,8 @@ fn every_bundle_loads() {
     for (component, version) in dirs {
         let b = bundle::load(&manifests_dir(), &component, &version)
             .unwrap_or_else(|e| panic!("{component}/{version}: {e}"));
-        assert!(!b.objects.is_empty(), "{component}/{version} is empty");
-        for o in &b.objects {
+        assert!(!b.is_empty(), "{component}/{version} is empty");
+        for o in &b.objects() {
             assert!(!kinds::kind(o).is_empty() && o.metadata.name.is_some());
             assert!(o.data.get("status").is_none(), "status is stripped");
         }
@@ -172,7 +172,7 @@ fn the_namespace_transform_matches_kustomize() {
         let theirs = kustomize(&files, target);
         let mut ours = bundle::load(&manifests_dir(), &component, &version)
             .expect("load")
-            .objects;
+            .objects();
         let cluster_custom = kinds::cluster_scoped_custom_kinds(&ours);
         let moved: BTreeSet<String> = ours
             .iter()
@@ -255,7 +255,7 @@ fn changes(before: &[DynamicObject], after: &[DynamicObject]) -> Vec<String> {
 fn image_replica_resource_and_scheduling_transforms_change_exactly_what_they_should() {
     let before = bundle::load(&manifests_dir(), "pipelines", "2.15.0")
         .expect("load")
-        .objects;
+        .objects();
 
     let mut after = before.clone();
     let images = BTreeMap::from([(

@@ -38,7 +38,7 @@ where
 fn rendered(component: &str, version: &str, ns: &str) -> Vec<DynamicObject> {
     let mut objects = bundle::load(&manifests_dir(), component, version)
         .expect("bundle")
-        .objects;
+        .objects();
     transform::set_namespace(&mut objects, ns, &[]);
     objects
 }

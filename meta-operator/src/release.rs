@@ -196,7 +196,7 @@ pub fn images(
     let mut found = Vec::new();
     for (folder, version) in bundles {
         let bundle = kubeflow_operator::bundle::load(manifests_dir, &folder, &version)?;
-        found.extend(kubeflow_operator::images::find(&bundle.objects));
+        found.extend(kubeflow_operator::images::find(&bundle.objects()));
     }
     Ok(found)
 }

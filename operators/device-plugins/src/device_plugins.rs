@@ -109,10 +109,9 @@ fn render_plugin(
     let bundle = ctx.bundle(&component, &plugin.version)?;
     let mut out = Vec::new();
     for mut obj in bundle
-        .objects
-        .iter()
+        .objects()
+        .into_iter()
         .filter(|o| kind(o) == "DaemonSet")
-        .cloned()
     {
         let name = daemonset_name(plugin);
         obj.metadata.name = Some(name.clone());

@@ -54,7 +54,7 @@ impl Component for IstioComponent {
     fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "istio", ctx.manifests_dir)?;
-        let mut objects = ctx.bundle("istio", &version)?.objects.clone();
+        let mut objects = ctx.bundle("istio", &version)?.objects();
         place_cni(&mut objects);
         let placement = Placement {
             from_namespaces: &[KUBEFLOW_NAMESPACE],

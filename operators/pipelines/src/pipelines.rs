@@ -78,7 +78,7 @@ impl Component for PipelinesComponent {
     fn render(&self, cr: &Pipelines, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "pipelines", ctx.manifests_dir)?;
-        let mut objects = ctx.bundle("pipelines", &version)?.objects.clone();
+        let mut objects = ctx.bundle("pipelines", &version)?.objects();
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,

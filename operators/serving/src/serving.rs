@@ -120,7 +120,7 @@ impl Component for ServingComponent {
     ) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "serving", ctx.manifests_dir)?;
-        let mut objects = ctx.bundle("serving", &version)?.objects.clone();
+        let mut objects = ctx.bundle("serving", &version)?.objects();
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,

@@ -205,7 +205,7 @@ impl Component for TrainerComponent {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "trainer", ctx.manifests_dir)?;
         let bundle = ctx.bundle("trainer", &version)?;
-        let mut objects = bundle.objects.clone();
+        let mut objects = bundle.objects();
         // Images go by Deployment (below); the shared step would match both `manager` containers.
         let mut common = spec.common.clone();
         let images = std::mem::take(&mut common.images);

@@ -72,7 +72,7 @@ impl Component for TrainingComponent {
         let spec = &cr.spec;
         let version = render::required_version(&spec.common, "training", ctx.manifests_dir)?;
         let bundle = ctx.bundle("training", &version)?;
-        let mut objects = bundle.objects.clone();
+        let mut objects = bundle.objects();
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,

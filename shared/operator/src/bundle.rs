@@ -41,14 +41,59 @@ pub enum BundleError {
 }
 
 /// A loaded bundle: every object of every file, in file order.
+///
+/// Held as compact JSON, one text per object, and parsed per render: a
+/// parsed `serde_json` tree of a CRD-heavy bundle takes about ten times the
+/// memory of its text (the training bundle's 3.5 MB of YAML became tens of
+/// MB), and a render needs its own copy to transform anyway.
 #[derive(Debug, Clone)]
 pub struct Bundle {
     /// Component name.
     pub component: String,
     /// Component version.
     pub version: String,
-    /// Objects with `status` and null fields removed.
-    pub objects: Vec<DynamicObject>,
+    /// Objects with `status` and null fields removed, as JSON.
+    documents: Vec<Box<str>>,
+}
+
+impl Bundle {
+    /// A bundle of the given objects.
+    pub fn new(component: &str, version: &str, objects: &[DynamicObject]) -> Self {
+        Bundle {
+            component: component.to_string(),
+            version: version.to_string(),
+            documents: objects
+                .iter()
+                .filter_map(|o| serde_json::to_string(o).ok())
+                .map(String::into_boxed_str)
+                .collect(),
+        }
+    }
+
+    /// Its objects, parsed anew: the caller's to change.
+    pub fn objects(&self) -> Vec<DynamicObject> {
+        // Each text is a serialized `DynamicObject`, so parsing it back
+        // cannot fail; `filter_map` only keeps this free of a panic path.
+        self.documents
+            .iter()
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect()
+    }
+
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        self.documents.len()
+    }
+
+    /// Whether it holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.documents.is_empty()
+    }
+
+    /// Bytes its object texts take.
+    pub fn text_bytes(&self) -> usize {
+        self.documents.iter().map(|d| d.len()).sum()
+    }
 }
 
 /// Versions available for a component folder (sub-folders), sorted.
@@ -99,11 +144,7 @@ pub fn load(root: &Path, component: &str, version: &str) -> Result<Bundle, Bundl
         })?;
         objects.extend(parse_documents(&text, &file.display().to_string())?);
     }
-    Ok(Bundle {
-        component: component.to_string(),
-        version: version.to_string(),
-        objects,
-    })
+    Ok(Bundle::new(component, version, &objects))
 }
 
 /// Parses multi-document YAML into objects; empty documents are skipped.

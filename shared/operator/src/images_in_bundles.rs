@@ -32,7 +32,7 @@ fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
     for folder in folders {
         for v in crate::bundle::available_versions(&root.join(&folder)) {
             let b = crate::bundle::load(&root, &folder, &v).expect("bundle");
-            out.push((format!("{folder}/{v}"), b.objects));
+            out.push((format!("{folder}/{v}"), b.objects()));
         }
     }
     assert!(out.len() >= 15, "bundles under {}", root.display());

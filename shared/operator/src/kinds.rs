@@ -56,11 +56,15 @@ pub fn is_cluster_scoped(obj: &DynamicObject, custom_cluster_kinds: &[String]) -
 
 /// `Kind.group` (or `Kind` for the core group), as ApplySet annotations write it.
 pub fn group_kind(obj: &DynamicObject) -> String {
-    let group = group_of(api_version(obj));
+    group_kind_of(group_of(api_version(obj)), kind(obj))
+}
+
+/// `Kind.group`, or `Kind` for the core group.
+pub fn group_kind_of(group: &str, kind: &str) -> String {
     if group.is_empty() {
-        kind(obj).to_string()
+        kind.to_string()
     } else {
-        format!("{}.{}", kind(obj), group)
+        format!("{kind}.{group}")
     }
 }
 

@@ -69,29 +69,28 @@ impl Engine {
                     .collect(),
                 _ => vec![Api::all_with(self.client.clone(), &resolved.resource)],
             };
-            let mut items = Vec::new();
             for api in apis {
+                // Metadata only: a prune decides by identity, labels and
+                // kind, and a full list of CRDs is megabytes of schema.
                 let list = api
-                    .list(&ListParams::default().labels(&inv.selector()))
+                    .list_metadata(&ListParams::default().labels(&inv.selector()))
                     .await
                     .map_err(|source| ApplyError::Api {
                         verb: "list",
                         object: gk.clone(),
                         source,
                     })?;
-                items.extend(list.items);
-            }
-            for mut object in items {
-                if object.types.is_none() {
-                    object.types = Some(kube::api::TypeMeta {
-                        api_version: resolved.resource.api_version.clone(),
-                        kind: resolved.resource.kind.clone(),
-                    });
-                }
-                out.push(Member {
-                    object,
+                out.extend(list.items.into_iter().map(|item| Member {
+                    object: DynamicObject {
+                        types: Some(kube::api::TypeMeta {
+                            api_version: resolved.resource.api_version.clone(),
+                            kind: resolved.resource.kind.clone(),
+                        }),
+                        metadata: item.metadata,
+                        data: serde_json::Value::Null,
+                    },
                     resolved: resolved.clone(),
-                });
+                }));
             }
         }
         Ok(out)

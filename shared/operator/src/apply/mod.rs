@@ -19,6 +19,7 @@ mod error;
 mod fields;
 mod isolate;
 mod members;
+mod memo;
 mod plan;
 mod prune;
 mod waves;
@@ -28,7 +29,7 @@ pub use fields::drop_foreign_fields;
 pub use members::Member;
 pub use prune::Released;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -149,6 +150,10 @@ pub struct Engine {
     /// Where members of namespaced kinds are listed: the operator may list
     /// nothing cluster-wide but cluster-scoped kinds.
     scope: crate::scope::NamespaceScope,
+    /// What the watches of the managed kinds last saw, when the operator
+    /// runs them: then unchanged objects are not read again.
+    index: Option<crate::live_index::LiveIndex>,
+    memo: Arc<memo::Memo>,
 }
 
 impl Engine {
@@ -159,7 +164,15 @@ impl Engine {
             resolver: Arc::new(ApiResolver::default()),
             manager: manager.to_string(),
             scope: crate::scope::NamespaceScope::all(),
+            index: None,
+            memo: Arc::default(),
         }
+    }
+
+    /// The engine reading what the watches saw from `index` (see `memo`).
+    pub fn with_index(mut self, index: crate::live_index::LiveIndex) -> Self {
+        self.index = Some(index);
+        self
     }
 
     /// The engine limited to the namespaces of `scope`.
@@ -216,12 +229,38 @@ impl Engine {
         let listed = group_kinds.union();
         self.write_parent(&req, &listed).await?;
 
+        // What is read or written now is remembered as verified; what was
+        // unchanged keeps the time of its last check.
+        let hashes: HashMap<ObjectKey, u64> = planned
+            .iter()
+            .filter(|p| !p.unchanged)
+            .map(|p| (p.key(), p.hash))
+            .collect();
         let mut outcome = ApplyOutcome::default();
         let mut applied = self.apply_waves(planned, &decisions, &mut outcome).await?;
+        for live in &outcome.live {
+            let key = ObjectKey::of(live);
+            if let Some(hash) = hashes.get(&key)
+                && !outcome.skipped.contains(&key)
+            {
+                self.memo.record(key, *hash, live);
+            }
+        }
         applied.extend(claim);
-        let kept = self
-            .prune(&req, &group_kinds.old, &applied, &mut outcome)
-            .await?;
+        // A prune over the same set and kinds as the last complete one finds
+        // nothing new: members appear only by this engine's applies.
+        let set = memo::set_hash(&applied, &group_kinds.new);
+        let id = &req.inventory.id;
+        let kept = if group_kinds.old == group_kinds.new && self.memo.prune_settled(id, set) {
+            BTreeSet::new()
+        } else {
+            let kept = self
+                .prune(&req, &group_kinds.old, &applied, &mut outcome)
+                .await?;
+            self.memo.forget(&outcome.pruned);
+            self.memo.record_prune(id, set);
+            kept
+        };
         let mut final_kinds = group_kinds.new;
         final_kinds.extend(kept);
         if final_kinds != listed {

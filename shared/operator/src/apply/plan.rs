@@ -21,6 +21,13 @@ pub(super) struct Planned {
     /// None while the kind is not served (its CRD comes in an earlier wave).
     pub(super) resolved: Option<Resolved>,
     pub(super) live: Option<DynamicObject>,
+    /// A hash of the desired object (see `memo`).
+    pub(super) hash: u64,
+    /// Live is the engine's own verified copy: the object has not changed
+    /// since the engine last checked it, so it is neither read nor compared.
+    pub(super) unchanged: bool,
+    /// This desired state was applied before: creating it anew needs no dry run.
+    pub(super) proven: bool,
 }
 
 impl Planned {
@@ -75,22 +82,34 @@ pub(super) fn prepare(
 }
 
 impl Engine {
-    /// Resolves each object's kind and reads its live state, concurrently.
-    /// Kinds defined by CRDs of this very bundle may not be served yet.
+    /// Resolves each object's kind and reads its live state, concurrently;
+    /// an object the watches show unchanged since the engine verified it is
+    /// not read again. Kinds defined by CRDs of this very bundle may not be
+    /// served yet.
     pub(super) async fn read(
         &self,
         objects: Vec<DynamicObject>,
     ) -> Result<Vec<Planned>, ApplyError> {
         stream::iter(objects.into_iter().map(|desired| async move {
+            let key = ObjectKey::of(&desired);
+            let hash = super::memo::hash(&desired);
+            let proven = self.memo.proven(&key, hash);
             let resolved = self.resolver.resolve(&self.client, &desired).await.ok();
-            let live = match &resolved {
-                Some(r) => self.get_live(r, &desired).await?,
-                None => None,
+            let seen = self.index.as_ref().and_then(|i| i.resource_version(&key));
+            let known = self.memo.unchanged(&key, hash, seen.as_deref());
+            let unchanged = known.is_some();
+            let live = match (&resolved, known) {
+                (_, Some(known)) => Some(known),
+                (Some(r), None) => self.get_live(r, &desired).await?,
+                (None, None) => None,
             };
             Ok::<_, ApplyError>(Planned {
                 desired,
                 resolved,
                 live,
+                hash,
+                unchanged,
+                proven,
             })
         }))
         .buffered(CONCURRENCY)
@@ -153,6 +172,7 @@ pub(super) fn write_reasons(
 ) -> BTreeMap<ObjectKey, diff::Reason> {
     planned
         .iter()
+        .filter(|p| !p.unchanged)
         .filter_map(|p| {
             let live = p.live.as_ref().filter(|l| !skip_reconcile(l))?;
             let reason = diff::write_reason(&to_value(&p.desired), &to_value(live), manager)?;
@@ -172,6 +192,10 @@ pub(super) fn to_dry_run<'a>(planned: &'a [Planned], decisions: &Decisions) -> V
     planned
         .iter()
         .filter(|p| p.resolved.is_some() && decisions.needs_write(p))
+        // Putting back a deleted object whose desired state was accepted
+        // before needs no dry run; an edited one still does, since its live
+        // state may refuse the desired one (then it is recreated).
+        .filter(|p| !(p.proven && p.live.is_none()))
         .filter(|p| {
             !p.desired
                 .metadata

@@ -125,27 +125,29 @@ impl Engine {
         &self,
         crd: &DynamicObject,
     ) -> Result<Option<usize>, ApplyError> {
-        let (Some(group), Some(kind_name)) = (
-            crd.data.pointer("/spec/group").and_then(|v| v.as_str()),
-            crd.data
-                .pointer("/spec/names/kind")
-                .and_then(|v| v.as_str()),
-        ) else {
-            return Ok(None);
-        };
-        let Some(version) = crd
-            .data
-            .pointer("/spec/versions")
-            .and_then(|v| v.as_array())
-            .and_then(|vs| {
-                vs.iter()
-                    .find(|v| v.get("served").and_then(|s| s.as_bool()) == Some(true))
-            })
-            .and_then(|v| v.get("name"))
-            .and_then(|v| v.as_str())
+        // Members are listed as metadata: the CRD's spec is read here, for
+        // the few CRDs a prune or cleanup considers.
+        let name = crd.metadata.name.as_deref().unwrap_or("");
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(self.client().clone());
+        let Some(crd) = crds.get_opt(name).await.map_err(|source| ApplyError::Api {
+            verb: "get",
+            object: describe(crd),
+            source,
+        })?
         else {
             return Ok(None);
         };
+        let Some(version) = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.served)
+            .map(|v| v.name.as_str())
+        else {
+            return Ok(None);
+        };
+        let (group, kind_name) = (crd.spec.group.as_str(), crd.spec.names.kind.as_str());
         let gvk = kube::core::GroupVersionKind::gvk(group, version, kind_name);
         let Ok(resolved) = self.resolver().resolve_gvk(self.client(), &gvk).await else {
             return Ok(None);

@@ -12,6 +12,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 
 use super::fields::skip_reconcile;
+use super::memo::slim;
 use super::plan::{Decisions, Planned};
 use super::{ApplyError, ApplyOutcome, CONCURRENCY, Engine, ObjectKey, classify, describe};
 use crate::kinds::{self, kind};
@@ -153,7 +154,9 @@ impl Engine {
     }
 }
 
-/// Records one applied object in the outcome.
+/// Records one applied object in the outcome, its live state slimmed (see
+/// `memo::slim`): the schemas of a CRD-heavy bundle would otherwise stay
+/// in memory until the reconcile ends.
 fn record(
     outcome: &mut ApplyOutcome,
     p: &Planned,
@@ -164,7 +167,7 @@ fn record(
     match (&p.live, written) {
         (Some(live), _) if skip_reconcile(live) => {
             outcome.skipped.push(key);
-            outcome.live.push(live.clone());
+            outcome.live.push(slim(live));
         }
         (Some(_), Some(new)) => {
             if decisions.recreate.contains(&key) {
@@ -178,14 +181,14 @@ fn record(
             }
             outcome.drifted.push(key.clone());
             outcome.written.push(key);
-            outcome.live.push(new);
+            outcome.live.push(slim(&new));
         }
         (None, Some(new)) => {
             outcome.created.push(key.clone());
             outcome.written.push(key);
-            outcome.live.push(new);
+            outcome.live.push(slim(&new));
         }
-        (Some(live), None) => outcome.live.push(live.clone()),
+        (Some(live), None) => outcome.live.push(slim(live)),
         (None, None) => {}
     }
 }

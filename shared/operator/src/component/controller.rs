@@ -58,8 +58,27 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         Some(n) => tracing::info!(namespaces = ?n, "installing only into the allowed namespaces"),
         None => tracing::warn!("no allowed namespaces set: CRs may install into any namespace"),
     }
+    // Metadata watches of every managed kind: their events bring a
+    // reconcile, their stores tell the engine what changed.
+    let mut index = crate::live_index::LiveIndexBuilder::default();
+    let mut streams = Vec::new();
+    for w in managed_watches(watched, &scope) {
+        let config = watcher::Config::default()
+            .labels(&selector::<C>())
+            .any_semantic();
+        let stream = index.watch(
+            &rt.client,
+            &w.resource,
+            w.namespace.as_deref(),
+            config,
+            w.what,
+        );
+        streams.push((stream, w.resource));
+    }
     let ctx = Arc::new(Context {
-        engine: Engine::new(rt.client.clone(), &name).within(scope.clone()),
+        engine: Engine::new(rt.client.clone(), &name)
+            .within(scope.clone())
+            .with_index(index.build()),
         recorder: Recorder::new(
             rt.client.clone(),
             Reporter {
@@ -81,15 +100,11 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
         .trigger_backoff(crate::watches::trigger_backoff());
-    tracing::info!(kinds = watched.len(), "watching every kind of the bundles");
-    for (api, what, resource) in managed_watches(&rt.client, watched, &scope) {
-        let stream = crate::watches::isolated(
-            api,
-            watcher::Config::default()
-                .labels(&selector::<C>())
-                .any_semantic(),
-            what,
-        );
+    tracing::info!(
+        watches = streams.len(),
+        "watching every kind of the bundles"
+    );
+    for (stream, resource) in streams {
         controller = controller.watches_stream_with(stream, owner_of::<C::Resource>, resource);
     }
     runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
@@ -108,32 +123,38 @@ fn selector<C: Component>() -> String {
     format!("{}={}", labels::COMPONENT, C::Resource::COMPONENT)
 }
 
+/// One managed watch: a name for the logs, the kind, and the
+/// namespace it covers (None: all, or cluster-scoped).
+struct ManagedWatch {
+    what: String,
+    resource: ApiResource,
+    namespace: Option<String>,
+}
+
 /// One watch per managed kind, namespaced kinds once per allowed namespace
-/// (the operator's Roles grant nothing cluster-wide): the API, a name for
-/// the logs, and the kind.
+/// (the operator's Roles grant nothing cluster-wide).
 fn managed_watches(
-    client: &Client,
     watched: Vec<crate::watches::Watched>,
     scope: &NamespaceScope,
-) -> Vec<(Api<DynamicObject>, String, ApiResource)> {
+) -> Vec<ManagedWatch> {
     let mut out = Vec::new();
     for kind in watched {
         let name = format!("{}/{}", kind.resource.api_version, kind.resource.plural);
         match (kind.namespaced, scope.namespaces()) {
             (true, Some(namespaces)) => {
                 for ns in namespaces {
-                    out.push((
-                        Api::namespaced_with(client.clone(), ns, &kind.resource),
-                        format!("{name} in {ns}"),
-                        kind.resource.clone(),
-                    ));
+                    out.push(ManagedWatch {
+                        what: format!("{name} in {ns}"),
+                        resource: kind.resource.clone(),
+                        namespace: Some(ns.clone()),
+                    });
                 }
             }
-            _ => out.push((
-                Api::all_with(client.clone(), &kind.resource),
-                name,
-                kind.resource.clone(),
-            )),
+            _ => out.push(ManagedWatch {
+                what: name,
+                resource: kind.resource.clone(),
+                namespace: None,
+            }),
         }
     }
     out
@@ -167,7 +188,9 @@ pub(super) fn watchable<C: Component>(
 }
 
 /// Maps a managed object back to its component CR, from its owner labels.
-pub(super) fn owner_of<K: ComponentResource>(obj: DynamicObject) -> Option<ObjectRef<K>> {
+pub(super) fn owner_of<K: ComponentResource>(
+    obj: crate::live_index::MetaObject,
+) -> Option<ObjectRef<K>> {
     let l = obj.metadata.labels.as_ref()?;
     Some(ObjectRef::new(l.get(labels::OWNER_NAME)?).within(l.get(labels::OWNER_NAMESPACE)?))
 }

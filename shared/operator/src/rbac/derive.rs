@@ -43,7 +43,7 @@ pub fn component_rules(
     for folder in &permissions.bundles {
         let dir = manifests_dir.join(folder);
         for version in bundle::available_versions(&dir) {
-            objects.extend(bundle::load(manifests_dir, folder, &version)?.objects);
+            objects.extend(bundle::load(manifests_dir, folder, &version)?.objects());
         }
     }
     if let Some(kinds) = &permissions.only_kinds {

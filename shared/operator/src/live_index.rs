@@ -1,0 +1,114 @@
+//! What the watches of the managed kinds last saw: each managed object's
+//! resourceVersion, from metadata-only reflector stores.
+//!
+//! The engine reads an object from the API server only when this index says
+//! it changed since the engine last verified it (see `apply::memo`), so a
+//! repair is one watch event, a read of what changed and one write instead of
+//! a read of every managed object. The stores hold metadata without
+//! `managedFields` (a CRD's field set is as large as its schema): a few
+//! hundred bytes per managed object, and nothing of unmanaged ones, since
+//! every watch selects the component's label.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::apply::ObjectKey;
+use crate::watches::WatchBackoff;
+
+/// A managed object as its watch holds it: metadata only.
+pub type MetaObject = PartialObjectMeta<DynamicObject>;
+
+struct Entry {
+    group_kind: String,
+    /// The namespace the watch covers; None: every namespace (or cluster-scoped).
+    namespace: Option<String>,
+    resource: ApiResource,
+    store: Store<MetaObject>,
+}
+
+/// The stores of every managed watch, by group-kind and namespace.
+#[derive(Clone, Default)]
+pub struct LiveIndex {
+    entries: Arc<Vec<Entry>>,
+}
+
+impl LiveIndex {
+    /// The resourceVersion the watches last saw of `key`; None when the
+    /// object is not in a store (absent, not seen yet, or not watched).
+    pub fn resource_version(&self, key: &ObjectKey) -> Option<String> {
+        let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
+        self.entries
+            .iter()
+            .filter(|e| e.group_kind == key.group_kind)
+            .filter(|e| e.namespace.is_none() || e.namespace.as_deref() == ns)
+            .find_map(|e| {
+                let mut r = ObjectRef::new_with(&key.name, e.resource.clone());
+                if let Some(ns) = ns {
+                    r = r.within(ns);
+                }
+                e.store.get(&r)?.metadata.resource_version.clone()
+            })
+    }
+}
+
+/// Builds the index while the watches are set up: each watch adds its store.
+#[derive(Default)]
+pub struct LiveIndexBuilder {
+    entries: Vec<Entry>,
+}
+
+impl LiveIndexBuilder {
+    /// A metadata watch of `resource` (in `namespace`, or all) whose objects land in a store of the
+    /// index; errors are retried on the watch's own backoff and logged. The
+    /// stream yields every object it sees (applied or deleted), after the
+    /// store has taken it in, so a reconcile it triggers reads a current index.
+    pub fn watch(
+        &mut self,
+        client: &Client,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        config: watcher::Config,
+        what: String,
+    ) -> impl Stream<Item = Result<MetaObject, watcher::Error>> + Send + 'static + use<> {
+        let writer: Writer<MetaObject> = Writer::new(resource.clone());
+        self.entries.push(Entry {
+            group_kind: crate::kinds::group_kind_of(&resource.group, &resource.kind),
+            namespace: namespace.map(str::to_string),
+            resource: resource.clone(),
+            store: writer.as_reader(),
+        });
+        let api: Api<MetaObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+            None => Api::all_with(client.clone(), resource),
+        };
+        watcher::watcher(api, config)
+            .backoff(WatchBackoff::default())
+            .modify(|o: &mut MetaObject| o.metadata.managed_fields = None)
+            .reflect(writer)
+            .touched_objects()
+            .filter_map(move |r| {
+                let out = match r {
+                    Ok(o) => Some(Ok(o)),
+                    Err(e) => {
+                        // A kind not served yet (its CRD comes with the bundle) fails until it is.
+                        tracing::debug!(watch = %what, error = %e, "watch failed; retrying on its own backoff");
+                        None
+                    }
+                };
+                futures::future::ready(out)
+            })
+    }
+
+    /// The index over every store added.
+    pub fn build(self) -> LiveIndex {
+        LiveIndex {
+            entries: Arc::new(self.entries),
+        }
+    }
+}
