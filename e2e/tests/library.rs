@@ -677,3 +677,119 @@ async fn a_field_set_and_then_removed_leaves_the_object() {
     cleanup_all::<Training>(&engine, &client, &ns.name).await;
     ns.delete().await;
 }
+
+/// An engine reading through the watches' index: what the watches show
+/// unchanged since the engine verified it is not read again; an object
+/// deleted or edited is read, and put back; the others stay unread.
+#[tokio::test]
+async fn with_the_watch_index_only_what_changed_is_read() {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    use kubeflow_operator::apply::ObjectKey;
+    use kubeflow_operator::live_index::LiveIndexBuilder;
+
+    let client = client().await;
+    let _g = serial().await;
+    clear_leftovers(&client).await;
+    install_crds(&client).await;
+    let ns = TestNamespace::new(&client, "lib-index").await;
+    let _: Pipelines = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.15.0}\n").await;
+    let objects: Vec<DynamicObject> = (0..4)
+        .map(|i| {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("indexed-{i}"), "namespace": ns.name},
+                "data": {"k": "v"}
+            }))
+            .expect("configmap")
+        })
+        .collect();
+    // The watch the operator runs for the kind, selecting the inventory's component.
+    let mut index = LiveIndexBuilder::default();
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let config = watcher::Config::default().labels(&format!("{}=test", labels::COMPONENT));
+    let stream = index.watch(
+        &client,
+        &resource,
+        Some(&ns.name),
+        config,
+        "configmaps".into(),
+    );
+    let watching = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
+    let index = index.build();
+    let engine = Engine::new(client.clone(), MANAGER).with_index(index.clone());
+
+    let first = apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("first apply");
+    assert_eq!(first.created.len(), 4);
+    assert!(first.unread.is_empty(), "nothing was verified before");
+    let keys: Vec<ObjectKey> = first.live.iter().map(ObjectKey::of).collect();
+    let versions: BTreeMap<String, String> = first
+        .live
+        .iter()
+        .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+        .collect();
+    wait_for(
+        "the index to see the applied objects",
+        Duration::from_secs(10),
+        || async {
+            keys.iter()
+                .all(|k| index.resource_version(k).as_ref() == versions.get(&k.name))
+                .then_some(())
+        },
+    )
+    .await;
+
+    let again = apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, objects.clone())
+        .await
+        .expect("again");
+    assert_eq!(again.unread.len(), 4, "all four are known unchanged");
+    assert!(again.written.is_empty());
+
+    // One deleted, one edited by another field manager.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    cms.delete("indexed-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let edit = serde_json::json!({"data": {"k": "edited"}});
+    let edited = cms
+        .patch("indexed-1", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit");
+    let edited_rv = edited.metadata.resource_version.clone();
+    wait_for(
+        "the index to see both changes",
+        Duration::from_secs(10),
+        || async {
+            (index.resource_version(&keys[0]).is_none()
+                && index.resource_version(&keys[1]) == edited_rv)
+                .then_some(())
+        },
+    )
+    .await;
+    let repaired = apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, objects)
+        .await
+        .expect("repair");
+    let names = |ks: &[ObjectKey]| ks.iter().map(|k| k.name.clone()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        names(&repaired.created),
+        BTreeSet::from(["indexed-0".to_string()])
+    );
+    assert_eq!(
+        names(&repaired.drifted),
+        BTreeSet::from(["indexed-1".to_string()])
+    );
+    assert_eq!(
+        names(&repaired.unread),
+        BTreeSet::from(["indexed-2".to_string(), "indexed-3".to_string()])
+    );
+    let back = cms.get("indexed-1").await.expect("edited one");
+    assert_eq!(
+        back.data.and_then(|d| d.get("k").cloned()).as_deref(),
+        Some("v")
+    );
+    watching.abort();
+    cleanup_all::<Pipelines>(&engine, &client, &ns.name).await;
+    ns.delete().await;
+}

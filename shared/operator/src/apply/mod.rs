@@ -115,6 +115,9 @@ pub struct ApplyOutcome {
     pub released: Vec<Released>,
     /// Objects left alone because they carry the skip-reconcile annotation.
     pub skipped: Vec<ObjectKey>,
+    /// Objects not read: the watches showed them unchanged since the engine
+    /// last verified them (see `memo`).
+    pub unread: Vec<ObjectKey>,
 }
 
 /// A set of objects to bring about for one inventory.
@@ -236,7 +239,14 @@ impl Engine {
             .filter(|p| !p.unchanged)
             .map(|p| (p.key(), p.hash))
             .collect();
-        let mut outcome = ApplyOutcome::default();
+        let mut outcome = ApplyOutcome {
+            unread: planned
+                .iter()
+                .filter(|p| p.unchanged)
+                .map(plan::Planned::key)
+                .collect(),
+            ..Default::default()
+        };
         let mut applied = self.apply_waves(planned, &decisions, &mut outcome).await?;
         for live in &outcome.live {
             let key = ObjectKey::of(live);
