@@ -21,32 +21,20 @@ use crate::rbac::Permissions;
 
 /// A watch's own backoff: doubling from 200 ms, capped at 5 s, so a kind
 /// whose CRD the operator is installing right now, or a restarted API
-/// server, is watched again within seconds; reset by the next event. A watch
-/// still failing after a minute (a kind of another bundle version, whose CRD
-/// is not installed) retries once a minute: at 5 s, the serving operator's
-/// watches of uninstalled KServe kinds made 594 requests a minute at rest.
+/// server, is watched again within seconds; reset by the next event.
 #[derive(Clone, Debug)]
 pub struct WatchBackoff {
     next: Duration,
-    failures: u32,
 }
 
 /// First retry delay.
 const FIRST: Duration = Duration::from_millis(200);
 /// Longest delay between retries.
 const CAP: Duration = Duration::from_secs(5);
-/// Failures in a row (about a minute of them) after which a watch retries
-/// only every `PATIENT`.
-const QUICK_TRIES: u32 = 16;
-/// The delay of a watch that has failed for a minute.
-const PATIENT: Duration = Duration::from_secs(60);
 
 impl Default for WatchBackoff {
     fn default() -> Self {
-        WatchBackoff {
-            next: FIRST,
-            failures: 0,
-        }
+        WatchBackoff { next: FIRST }
     }
 }
 
@@ -54,10 +42,6 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        self.failures = self.failures.saturating_add(1);
-        if self.failures > QUICK_TRIES {
-            return Some(PATIENT);
-        }
         let now = self.next;
         self.next = (self.next * 2).min(CAP);
         Some(now)
@@ -66,7 +50,7 @@ impl Iterator for WatchBackoff {
 
 impl Backoff for WatchBackoff {
     fn reset(&mut self) {
-        *self = WatchBackoff::default();
+        self.next = FIRST;
     }
 }
 
@@ -170,17 +154,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_watch_retries_quickly_then_once_a_minute() {
+    fn a_watch_retries_quickly_and_never_waits_long() {
         let mut b = WatchBackoff::default();
         let delays: Vec<u128> = b.by_ref().take(7).map(|d| d.as_millis()).collect();
         assert_eq!(delays, vec![200, 400, 800, 1600, 3200, 5000, 5000]);
-        let quick: Duration = b.by_ref().take(9).sum();
-        assert_eq!(
-            quick,
-            CAP * 9,
-            "five-second retries for the rest of a minute"
-        );
-        assert_eq!(b.next(), Some(PATIENT), "then once a minute");
         b.reset();
         assert_eq!(b.next(), Some(FIRST));
     }
