@@ -712,6 +712,7 @@ async fn with_the_watch_index_only_what_changed_is_read() {
         &client,
         &resource,
         Some(&ns.name),
+        None,
         config,
         "configmaps".into(),
     );
@@ -792,4 +793,67 @@ async fn with_the_watch_index_only_what_changed_is_read() {
     watching.abort();
     cleanup_all::<Pipelines>(&engine, &client, &ns.name).await;
     ns.delete().await;
+}
+
+/// A watch of a kind defined by a CRD starts only once the CRD exists, and
+/// then sees the kind's objects.
+#[tokio::test]
+async fn a_watch_of_a_custom_kind_starts_once_its_crd_exists() {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    use kubeflow_operator::apply::ObjectKey;
+    use kubeflow_operator::live_index::LiveIndexBuilder;
+
+    let client = client().await;
+    let _g = serial().await;
+    let ns = TestNamespace::new(&client, "lib-gate").await;
+    let crd_name = "widgets.gate.kubeflow.test";
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let _ = crds.delete(crd_name, &DeleteParams::default()).await;
+    wait_gone(&crds, crd_name, Duration::from_secs(30)).await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("gate.kubeflow.test", "v1", "Widget"),
+        "widgets",
+    );
+    let mut index = LiveIndexBuilder::default();
+    let config = watcher::Config::default().labels("gate=test");
+    let stream = index.watch(
+        &client,
+        &resource,
+        Some(&ns.name),
+        Some(crd_name),
+        config,
+        "widgets".into(),
+    );
+    let watching = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
+    let index = index.build();
+
+    apply_yaml(&client, &ns.name, &format!("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {crd_name}}}\nspec:\n  group: gate.kubeflow.test\n  scope: Namespaced\n  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n")).await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &resource);
+    let widget: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "gate.kubeflow.test/v1", "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"gate": "test"}}
+    }))
+    .expect("widget");
+    let created = wait_for("the kind to be served", Duration::from_secs(30), || async {
+        widgets.create(&Default::default(), &widget).await.ok()
+    })
+    .await;
+    let key = ObjectKey {
+        group_kind: "Widget.gate.kubeflow.test".into(),
+        namespace: ns.name.clone(),
+        name: "w".into(),
+    };
+    wait_for(
+        "the watch to start and see the widget",
+        Duration::from_secs(30),
+        || async {
+            (index.resource_version(&key) == created.metadata.resource_version).then_some(())
+        },
+    )
+    .await;
+    watching.abort();
+    ns.delete().await;
+    let _ = crds.delete(crd_name, &DeleteParams::default()).await;
 }

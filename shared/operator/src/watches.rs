@@ -92,6 +92,9 @@ pub struct Watched {
     pub resource: ApiResource,
     /// Whether objects of it live in namespaces.
     pub namespaced: bool,
+    /// The CRD the bundles define it by (`plural.group`), if they do: its
+    /// watch starts once that CRD exists (see `live_index`).
+    pub crd: Option<String>,
 }
 
 /// Every kind of the permissions' bundles (every version), one version per
@@ -119,12 +122,14 @@ pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<Watc
         .map(
             |gvk| match crds.get(&(gvk.group.clone(), gvk.kind.clone())) {
                 Some(c) => Watched {
+                    crd: Some(format!("{}.{}", c.plural, gvk.group)),
                     resource: ApiResource::from_gvk_with_plural(&gvk, &c.plural),
                     namespaced: c.namespaced,
                 },
                 None => Watched {
                     namespaced: !crate::kinds::is_builtin_cluster_scoped(&gvk.kind),
                     resource: ApiResource::from_gvk(&gvk),
+                    crd: None,
                 },
             },
         )

@@ -221,7 +221,7 @@ impl Engine {
             None
         };
         let mut decisions = plan::Decisions {
-            why: plan::write_reasons(&planned, &self.manager),
+            why: plan::write_reasons(&planned),
             ..Default::default()
         };
         // Every write is dry-run first, so invalid input changes nothing.

@@ -28,6 +28,9 @@ pub(super) struct Planned {
     pub(super) unchanged: bool,
     /// This desired state was applied before: creating it anew needs no dry run.
     pub(super) proven: bool,
+    /// Why the live object must be written, decided when it was read (see
+    /// `diff`); None: it need not be, or it was not read.
+    pub(super) why: Option<diff::Reason>,
 }
 
 impl Planned {
@@ -98,10 +101,27 @@ impl Engine {
             let seen = self.index.as_ref().and_then(|i| i.resource_version(&key));
             let known = self.memo.unchanged(&key, hash, seen.as_deref());
             let unchanged = known.is_some();
-            let live = match (&resolved, known) {
-                (_, Some(known)) => Some(known),
-                (Some(r), None) => self.get_live(r, &desired).await?,
-                (None, None) => None,
+            // The write decision is made as soon as an object is read, and
+            // only its slim copy is kept: a CRD-heavy bundle's live schemas
+            // would otherwise all be in memory at once.
+            let (live, why) = match (&resolved, known) {
+                (_, Some(known)) => (Some(known), None),
+                (Some(r), None) => match self.get_live(r, &desired).await? {
+                    Some(live) => {
+                        let why = (!skip_reconcile(&live))
+                            .then(|| {
+                                diff::write_reason(
+                                    &to_value(&desired),
+                                    &to_value(&live),
+                                    &self.manager,
+                                )
+                            })
+                            .flatten();
+                        (Some(super::memo::slimmed(live)), why)
+                    }
+                    None => (None, None),
+                },
+                (None, None) => (None, None),
             };
             Ok::<_, ApplyError>(Planned {
                 desired,
@@ -110,6 +130,7 @@ impl Engine {
                 hash,
                 unchanged,
                 proven,
+                why,
             })
         }))
         .buffered(CONCURRENCY)
@@ -164,20 +185,12 @@ pub(super) fn reaches_out(planned: &[Planned], parent_namespace: &str) -> bool {
         .any(|p| p.desired.metadata.namespace.as_deref() != Some(parent_namespace))
 }
 
-/// Why each existing object must be written (see `diff`); objects opted out
-/// of repair are not.
-pub(super) fn write_reasons(
-    planned: &[Planned],
-    manager: &str,
-) -> BTreeMap<ObjectKey, diff::Reason> {
+/// Why each existing object must be written (see `diff`, decided as each
+/// was read); objects opted out of repair are not.
+pub(super) fn write_reasons(planned: &[Planned]) -> BTreeMap<ObjectKey, diff::Reason> {
     planned
         .iter()
-        .filter(|p| !p.unchanged)
-        .filter_map(|p| {
-            let live = p.live.as_ref().filter(|l| !skip_reconcile(l))?;
-            let reason = diff::write_reason(&to_value(&p.desired), &to_value(live), manager)?;
-            Some((p.key(), reason))
-        })
+        .filter_map(|p| Some((p.key(), p.why.clone()?)))
         .collect()
 }
 

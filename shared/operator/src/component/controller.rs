@@ -70,6 +70,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
             &rt.client,
             &w.resource,
             w.namespace.as_deref(),
+            w.crd.as_deref(),
             config,
             w.what,
         );
@@ -126,6 +127,7 @@ fn selector<C: Component>() -> String {
 /// One managed watch: a name for the logs, the kind, and the
 /// namespace it covers (None: all, or cluster-scoped).
 struct ManagedWatch {
+    crd: Option<String>,
     what: String,
     resource: ApiResource,
     namespace: Option<String>,
@@ -147,6 +149,7 @@ fn managed_watches(
                         what: format!("{name} in {ns}"),
                         resource: kind.resource.clone(),
                         namespace: Some(ns.clone()),
+                        crd: kind.crd.clone(),
                     });
                 }
             }
@@ -154,6 +157,7 @@ fn managed_watches(
                 what: name,
                 resource: kind.resource.clone(),
                 namespace: None,
+                crd: kind.crd.clone(),
             }),
         }
     }
@@ -179,6 +183,7 @@ pub(super) fn watchable<C: Component>(
         };
         if !covered && (grants(&permissions.extra) || grants(&permissions.extra_namespaced)) {
             out.push(crate::watches::Watched {
+                crd: None,
                 namespaced: !crate::kinds::is_builtin_cluster_scoped(&ar.kind),
                 resource: ar,
             });
