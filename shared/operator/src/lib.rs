@@ -4,11 +4,8 @@
 
 pub mod apply;
 
-/// The allocator every operator binary uses: mimalloc returns freed pages to
-/// the system within milliseconds (glibc's and musl's allocators keep much
-/// of a peak's memory after a large render or list), and is as fast as
-/// glibc's under tokio where musl's own is several times slower.
-pub use mimalloc::MiMalloc as Allocator;
+pub mod allocator;
+pub use allocator::Allocator;
 pub mod bundle;
 pub mod certs;
 pub mod cleanup;

@@ -80,6 +80,8 @@ pub struct Runtime {
 /// become leader. (Long on purpose: the start-up sequence in its order.)
 pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     telemetry::init_tracing();
+    // Before anything else: this may re-execute the process.
+    crate::allocator::configure();
     // Listen for SIGTERM from the start: a standby must see one sent while it waits.
     drop(termination());
     let metrics = Metrics::new().context("failed to register metrics")?;
