@@ -177,3 +177,48 @@ pub async fn clear_leftovers(client: &kube::Client) {
     )
     .await;
 }
+
+/// cgroup working set of each operator pod on the real node, in MiB, as the
+/// kubelet reports it (usage less inactive page cache), by pod name.
+pub fn working_sets(node: &str) -> std::collections::BTreeMap<String, f64> {
+    let text = tool_ok(
+        "kubectl",
+        &[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{node}/proxy/stats/summary"),
+        ],
+    );
+    let summary: serde_json::Value = serde_json::from_str(&text).expect("stats summary");
+    summary["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["podRef"]["namespace"] == OPERATOR_NAMESPACE)
+        .filter_map(|p| {
+            let bytes = p["memory"]["workingSetBytes"].as_f64()?;
+            Some((
+                p["podRef"]["name"].as_str()?.to_string(),
+                bytes / 1024.0 / 1024.0,
+            ))
+        })
+        .collect()
+}
+
+/// Highest memory use of a pod's cgroup since it started, in MiB (cgroup v1
+/// `memory.max_usage_in_bytes` under the kubelet's cgroupfs layout; page
+/// cache included, which the working set leaves out). None where the node
+/// keeps its cgroups elsewhere.
+pub fn cgroup_peak(pod_uid: &str) -> Option<f64> {
+    ["kubepods/burstable", "kubepods/besteffort", "kubepods"]
+        .iter()
+        .map(|qos| {
+            std::path::Path::new("/sys/fs/cgroup/memory")
+                .join(qos)
+                .join(format!("pod{pod_uid}"))
+                .join("memory.max_usage_in_bytes")
+        })
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .map(|bytes| bytes / 1024.0 / 1024.0)
+}

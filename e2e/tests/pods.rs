@@ -16,6 +16,7 @@ use kube::api::Api;
 use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, component_api, condition, prepare};
 use kubeflow_e2e::demo::{
     COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, clear_leftovers, tool_ok,
+    working_sets,
 };
 use kubeflow_e2e::operator::{OperatorProcess, binary};
 use kubeflow_e2e::prometheus::Prometheus;
@@ -101,32 +102,6 @@ fn probe_counts(node: &str) -> BTreeMap<(String, String, String), f64> {
             .or_default() += value;
     }
     out
-}
-
-/// cgroup working set of each operator pod, in MiB, as the kubelet reports it.
-fn working_sets(node: &str) -> BTreeMap<String, f64> {
-    let text = tool_ok(
-        "kubectl",
-        &[
-            "get",
-            "--raw",
-            &format!("/api/v1/nodes/{node}/proxy/stats/summary"),
-        ],
-    );
-    let summary: Value = serde_json::from_str(&text).expect("stats summary");
-    summary["pods"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["podRef"]["namespace"] == OPERATOR_NAMESPACE)
-        .filter_map(|p| {
-            let bytes = p["memory"]["workingSetBytes"].as_f64()?;
-            Some((
-                p["podRef"]["name"].as_str()?.to_string(),
-                bytes / 1024.0 / 1024.0,
-            ))
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_e2e::component::{
     ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, sweep,
 };
+use kubeflow_e2e::demo::{Demo, OPERATOR_NAMESPACE, cgroup_peak, clear_leftovers, working_sets};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wait_for};
 use serde::de::DeserializeOwned;
@@ -227,7 +228,7 @@ async fn main() {
     let mut table: Vec<(String, String, String)> = Vec::new();
 
     // 3. Apply cost against kubectl apply --server-side (training + pipelines bundles, 3 trials each).
-    let (kubectl_ms, ours_ms) = apply_cost(&client).await;
+    let (kubectl_ms, ours_ms, kubectl_work, ours_work) = apply_cost(&client).await;
     let ratio = stats(ours_ms.clone())["p50"].as_f64().unwrap_or(0.0)
         / stats(kubectl_ms.clone())["p50"].as_f64().unwrap_or(1.0);
     table.push((
@@ -246,6 +247,21 @@ async fn main() {
     results.insert("apply_kubectl_ms".into(), stats(kubectl_ms));
     results.insert("apply_operators_ms".into(), stats(ours_ms));
     results.insert("apply_ratio_operators_over_kubectl".into(), json!(ratio));
+    // Where the API server's time went (3 trials each side, summed).
+    for (who, w) in [("kubectl", kubectl_work), ("operators", ours_work)] {
+        table.push((
+            format!("Apply: API server mutating requests over {who}'s 3 trials: dry runs / writes"),
+            format!(
+                "{:.0} in {:.1} s / {:.0} in {:.1} s",
+                w[0], w[1], w[2], w[3]
+            ),
+            "3".into(),
+        ));
+        results.insert(
+            format!("apply_apiserver_{who}"),
+            json!({"dry_runs": w[0], "dry_run_s": w[1], "writes": w[2], "write_s": w[3]}),
+        );
+    }
 
     // Operators for the remaining figures, started fresh so install CPU and peak memory are theirs.
     let mut ops: BTreeMap<&str, OperatorProcess> = BTreeMap::new();
@@ -592,6 +608,12 @@ async fn main() {
     results.insert("growth".into(), Value::Object(growth));
     drop(ops);
 
+    // 8. The same memory figures for the chart's pods on the real node.
+    if let Some((figures, rows)) = real_node(&client).await {
+        results.insert("real_node".into(), figures);
+        table.extend(rows);
+    }
+
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(0);
@@ -614,7 +636,45 @@ async fn main() {
     eprintln!("figures written to {}", path.display());
 }
 
-async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>) {
+/// The API server's mutating requests so far (its own metrics), split into
+/// dry runs and writes: (dry runs, their summed seconds, writes, seconds).
+fn apiserver_mutations() -> [f64; 4] {
+    let out = run_tool("kubectl", &["get", "--raw", "/metrics"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut sums = [0.0; 4];
+    for line in text.lines() {
+        let (count, rest) =
+            if let Some(r) = line.strip_prefix("apiserver_request_duration_seconds_count{") {
+                (true, r)
+            } else if let Some(r) = line.strip_prefix("apiserver_request_duration_seconds_sum{") {
+                (false, r)
+            } else {
+                continue;
+            };
+        let mutating = ["POST", "PUT", "PATCH", "APPLY"]
+            .iter()
+            .any(|v| rest.contains(&format!("verb=\"{v}\"")));
+        if !mutating {
+            continue;
+        }
+        let dry = !rest.contains("dry_run=\"\"");
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        sums[usize::from(!dry) * 2 + usize::from(!count)] += value;
+    }
+    sums
+}
+
+fn minus(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
+    [a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3]]
+}
+
+/// Milliseconds of each trial, kubectl's then the operators', and the API
+/// server's mutating work over each side's trials (see `apiserver_mutations`).
+async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>, [f64; 4], [f64; 4]) {
     let m = kubeflow_e2e::manifests_dir();
     let files = [
         m.join("pipelines/2.15.0/cluster-scoped.yaml"),
@@ -640,7 +700,10 @@ async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>) {
         delete.push(f.display().to_string());
     }
     let mut kubectl = Vec::new();
+    let mut kubectl_work = [0.0; 4];
+    let mut ours_work = [0.0; 4];
     for _ in 0..3 {
+        let work = apiserver_mutations();
         let start = Instant::now();
         let out = run_tool(
             "kubectl",
@@ -652,6 +715,8 @@ async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>) {
             String::from_utf8_lossy(&out.stderr)
         );
         kubectl.push(ms(start.elapsed()));
+        let done = minus(apiserver_mutations(), work);
+        kubectl_work = [0, 1, 2, 3].map(|i| kubectl_work[i] + done[i]);
         let out = run_tool(
             "kubectl",
             &delete.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -668,6 +733,7 @@ async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>) {
     let mut ours = Vec::new();
     for _ in 0..3 {
         let ns = TestNamespace::new(client, "bench-apply").await;
+        let work = apiserver_mutations();
         let start = Instant::now();
         apply_yaml(client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n---\napiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.15.0}\n").await;
         for kind in ["Training", "Pipelines"] {
@@ -684,13 +750,15 @@ async fn apply_cost(client: &Client) -> (Vec<f64>, Vec<f64>) {
             .await;
         }
         ours.push(ms(start.elapsed()));
+        let done = minus(apiserver_mutations(), work);
+        ours_work = [0, 1, 2, 3].map(|i| ours_work[i] + done[i]);
         for kind in ["Training", "Pipelines"] {
             delete_and_wait(&component_api(client, &ns.name, kind), "kubeflow", LONG).await;
         }
         ns.delete().await;
     }
     drop((training, pipelines));
-    (kubectl, ours)
+    (kubectl, ours, kubectl_work, ours_work)
 }
 
 async fn device_plugins_over_nodes(client: &Client, n: usize, pid: u32) -> (f64, f64) {
@@ -850,4 +918,65 @@ async fn unrelated_objects(
     ));
     ns.delete().await;
     (Value::Object(out), rows)
+}
+
+/// The operators as the chart's pods on the real node (the demo, images
+/// from images/build): each container's cgroup working set after Kubeflow is
+/// Ready and after 60 s at rest, and its cgroup's peak. Left out (None) where
+/// the cluster has no real node, or with KUBEFLOW_BENCH_REAL_NODE=0.
+async fn real_node(client: &Client) -> Option<(Value, Vec<(String, String, String)>)> {
+    if std::env::var("KUBEFLOW_BENCH_REAL_NODE").as_deref() == Ok("0")
+        || kubeflow_e2e::cluster_cmd(&["node-enabled"]).is_err()
+    {
+        eprintln!("no real node: its memory figures left out");
+        return None;
+    }
+    clear_leftovers(client).await;
+    let (demo, _) = Demo::up_as_pods("bench");
+    let node = kubeflow_e2e::cluster_cmd(&["node-name"])
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    // Pod name -> (operator, uid).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let listed = pods.list(&Default::default()).await.expect("operator pods");
+    let operator_of = |pod: &str| {
+        listed
+            .items
+            .iter()
+            .find(|p| p.name_any() == pod)
+            .and_then(|p| p.labels().get("app.kubernetes.io/name").cloned())
+            .unwrap_or_else(|| pod.to_string())
+    };
+    let after_ready = working_sets(&node);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let at_rest = working_sets(&node);
+    let mut figures = serde_json::Map::new();
+    let mut rows = Vec::new();
+    for pod in &listed.items {
+        let name = pod.name_any();
+        let operator = operator_of(&name);
+        let peak = pod.uid().and_then(|uid| cgroup_peak(&uid));
+        let ready = after_ready.get(&name).copied().unwrap_or(f64::NAN);
+        let rest = at_rest.get(&name).copied().unwrap_or(f64::NAN);
+        rows.push((
+            format!("{operator} pod: working set after Ready / after 60 s at rest, cgroup peak"),
+            format!(
+                "{ready:.1} / {rest:.1} MiB, {}",
+                peak.map(|p| format!("{p:.1} MiB"))
+                    .unwrap_or_else(|| "n/a".into())
+            ),
+            "1".into(),
+        ));
+        figures.insert(
+            operator,
+            json!({
+                "working_set_after_ready_mib": (ready * 10.0).round() / 10.0,
+                "working_set_at_rest_mib": (rest * 10.0).round() / 10.0,
+                "cgroup_peak_mib": peak.map(|p| (p * 10.0).round() / 10.0),
+            }),
+        );
+    }
+    drop(demo);
+    Some((Value::Object(figures), rows))
 }
