@@ -24,6 +24,42 @@ const CLUSTER_SCOPED: &[&str] = &[
     "CSIDriver",
 ];
 
+/// The API groups Kubernetes itself serves; any other group comes from a
+/// CRD or an aggregated API server.
+const BUILTIN_GROUPS: &[&str] = &[
+    "",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "storagemigration.k8s.io",
+];
+
+/// Whether a group's kinds are served only once another project installs
+/// its CRDs (cert-manager's, say): neither Kubernetes' own groups nor
+/// OpenShift's, which the platform serves (partly by aggregated API servers,
+/// which no CRD announces) from the start.
+pub fn is_served_by_crd(group: &str) -> bool {
+    !BUILTIN_GROUPS.contains(&group) && !group.ends_with(".openshift.io")
+}
+
 /// The object's kind, or "" when it has none.
 pub fn kind(obj: &DynamicObject) -> &str {
     obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("")
@@ -137,6 +173,16 @@ mod tests {
             "apiVersion": api_version, "kind": kind, "metadata": {"name": "x"},
         }))
         .expect("object")
+    }
+
+    #[test]
+    fn only_groups_of_other_projects_wait_for_a_crd() {
+        assert!(is_served_by_crd("cert-manager.io"));
+        assert!(is_served_by_crd("gateway.networking.k8s.io"));
+        assert!(!is_served_by_crd(""));
+        assert!(!is_served_by_crd("apps"));
+        assert!(!is_served_by_crd("networking.k8s.io"));
+        assert!(!is_served_by_crd("route.openshift.io"));
     }
 
     #[test]

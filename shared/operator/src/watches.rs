@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource};
@@ -21,20 +21,54 @@ use crate::rbac::Permissions;
 
 /// A watch's own backoff: doubling from 200 ms, capped at 5 s, so a kind
 /// whose CRD the operator is installing right now, or a restarted API
-/// server, is watched again within seconds; reset by the next event.
+/// server, is watched again within seconds; back to 200 ms once the watch
+/// has run without failing for `HEALTHY_FOR`.
+///
+/// kube's watcher yields an `Init` event before each list, and its backoff
+/// resets on any event, so a kind that is not served "recovered" between
+/// every two failures: its watch retried every 200 ms for ever (measured:
+/// 592 requests a minute at rest from the serving operator's two
+/// cert-manager watches). A reset therefore counts only when the next
+/// failure comes long enough after the last one.
 #[derive(Clone, Debug)]
 pub struct WatchBackoff {
     next: Duration,
+    last_failure: Option<Instant>,
+    reset_asked: bool,
 }
 
 /// First retry delay.
 const FIRST: Duration = Duration::from_millis(200);
 /// Longest delay between retries.
 const CAP: Duration = Duration::from_secs(5);
+/// How long a watch must run without failing for its backoff to start over
+/// (longer than `CAP`, so a watch failing at every try never starts over).
+const HEALTHY_FOR: Duration = Duration::from_secs(10);
 
 impl Default for WatchBackoff {
     fn default() -> Self {
-        WatchBackoff { next: FIRST }
+        WatchBackoff {
+            next: FIRST,
+            last_failure: None,
+            reset_asked: false,
+        }
+    }
+}
+
+impl WatchBackoff {
+    /// The delay after a failure at `now`.
+    fn delay_at(&mut self, now: Instant) -> Duration {
+        let healthy = self
+            .last_failure
+            .is_none_or(|at| now.saturating_duration_since(at) >= HEALTHY_FOR);
+        if self.reset_asked && healthy {
+            self.next = FIRST;
+        }
+        self.reset_asked = false;
+        self.last_failure = Some(now);
+        let delay = self.next;
+        self.next = (self.next * 2).min(CAP);
+        delay
     }
 }
 
@@ -42,15 +76,13 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let now = self.next;
-        self.next = (self.next * 2).min(CAP);
-        Some(now)
+        Some(self.delay_at(Instant::now()))
     }
 }
 
 impl Backoff for WatchBackoff {
     fn reset(&mut self) {
-        self.next = FIRST;
+        self.reset_asked = true;
     }
 }
 
@@ -92,8 +124,9 @@ pub struct Watched {
     pub resource: ApiResource,
     /// Whether objects of it live in namespaces.
     pub namespaced: bool,
-    /// The CRD the bundles define it by (`plural.group`), if they do: its
-    /// watch starts once that CRD exists (see `live_index`).
+    /// The CRD that serves it (`plural.group`): the bundles' own, or another
+    /// project's; its watch starts once that CRD exists (see `live_index`).
+    /// None for Kubernetes' and OpenShift's own kinds.
     pub crd: Option<String>,
 }
 
@@ -126,11 +159,19 @@ pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<Watc
                     resource: ApiResource::from_gvk_with_plural(&gvk, &c.plural),
                     namespaced: c.namespaced,
                 },
-                None => Watched {
-                    namespaced: !crate::kinds::is_builtin_cluster_scoped(&gvk.kind),
-                    resource: ApiResource::from_gvk(&gvk),
-                    crd: None,
-                },
+                None => {
+                    let resource = ApiResource::from_gvk(&gvk);
+                    // Another project's kind (cert-manager's Certificate in
+                    // the KServe bundles): watched once its CRD exists, so
+                    // a cluster without that project costs no request.
+                    let crd = crate::kinds::is_served_by_crd(&gvk.group)
+                        .then(|| format!("{}.{}", resource.plural, gvk.group));
+                    Watched {
+                        namespaced: !crate::kinds::is_builtin_cluster_scoped(&gvk.kind),
+                        resource,
+                        crd,
+                    }
+                }
             },
         )
         .collect()
@@ -163,8 +204,30 @@ mod tests {
         let mut b = WatchBackoff::default();
         let delays: Vec<u128> = b.by_ref().take(7).map(|d| d.as_millis()).collect();
         assert_eq!(delays, vec![200, 400, 800, 1600, 3200, 5000, 5000]);
+    }
+
+    #[test]
+    fn a_reset_counts_only_after_the_watch_ran_without_failing() {
+        let start = Instant::now();
+        let mut b = WatchBackoff::default();
+        let mut at = start;
+        let mut delays = Vec::new();
+        // A kind that is not served: every list fails right after the
+        // watcher's Init event (a reset) that precedes it.
+        for _ in 0..7 {
+            let d = b.delay_at(at);
+            delays.push(d.as_millis());
+            b.reset();
+            at += d + Duration::from_millis(2);
+        }
+        assert_eq!(delays, vec![200, 400, 800, 1600, 3200, 5000, 5000]);
+        // Then it is served and runs for a minute before it fails again.
         b.reset();
-        assert_eq!(b.next(), Some(FIRST));
+        assert_eq!(b.delay_at(at + Duration::from_secs(60)), FIRST);
+        // Without a reset in between, no start over however long it ran.
+        let mut c = WatchBackoff::default();
+        c.delay_at(start);
+        assert_eq!(c.delay_at(start + Duration::from_secs(60)).as_millis(), 400);
     }
 
     #[test]
