@@ -155,8 +155,8 @@ pub fn tool_ok(tool: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// Uninstalls the demo's release when an earlier run left it behind, and
-/// waits until an earlier run's istio-system is gone (nothing can be created
+/// Uninstalls the demo's release when an earlier run left it behind, deletes
+/// an istio-system the chart did not make, and waits until it is gone (nothing can be created
 /// in a namespace being deleted).
 pub async fn clear_leftovers(client: &kube::Client) {
     let _ = crate::run_tool(
@@ -165,6 +165,18 @@ pub async fn clear_leftovers(client: &kube::Client) {
     );
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());
+    // The chart creates istio-system; one an Istio CR's install left (an
+    // operator releases its Namespaces on removal) would refuse the install.
+    if let Ok(Some(ns)) = namespaces.get_opt("istio-system").await
+        && ns
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+            .is_none_or(|m| m != "Helm")
+    {
+        let _ = namespaces.delete("istio-system", &Default::default()).await;
+    }
     crate::wait::wait_for(
         "an earlier istio-system to be deleted",
         std::time::Duration::from_secs(120),

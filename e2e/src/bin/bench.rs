@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
@@ -938,22 +938,6 @@ async fn real_node(client: &Client) -> Option<(Value, Vec<(String, String, Strin
     {
         eprintln!("no real node: its memory figures left out");
         return None;
-    }
-    // The chart creates istio-system; the Istio operator released the one
-    // the earlier figures' installs made (Namespaces are kept on removal).
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    if let Some(ns) = namespaces
-        .get_opt("istio-system")
-        .await
-        .expect("istio-system")
-        && !ns
-            .labels()
-            .get("app.kubernetes.io/managed-by")
-            .is_some_and(|m| m == "Helm")
-    {
-        let _ = namespaces
-            .delete("istio-system", &DeleteParams::default())
-            .await;
     }
     clear_leftovers(client).await;
     let (demo, _) = Demo::up_as_pods("bench");
