@@ -13,7 +13,32 @@ pub struct OperatorProcess {
     pub log: PathBuf,
 }
 
+/// Numbers the processes a test binary starts (their log files).
 static PORT: AtomicU16 = AtomicU16::new(0);
+
+/// Ports for operators' metrics: below Linux's default range of outgoing
+/// ports (32768 and up), so no client connection holds one, and a poll of a
+/// port nobody listens on yet can never connect the poller to itself.
+const PORTS: std::ops::Range<u32> = 20000..32000;
+
+/// A loopback port for an operator's metrics that no socket holds now; test
+/// binaries start apart (by pid) and take the next free one.
+pub fn free_port() -> u16 {
+    let span = PORTS.end - PORTS.start;
+    let start = std::process::id() % 1000 * 12;
+    for _ in 0..span {
+        let n = u32::from(PORT_PROBE.fetch_add(1, Ordering::Relaxed));
+        let port = PORTS.start + (start + n) % span;
+        if let Ok(port) = u16::try_from(port)
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {PORTS:?}")
+}
+
+static PORT_PROBE: AtomicU16 = AtomicU16::new(0);
 
 /// The workspace's target folder.
 pub fn target_dir() -> PathBuf {
@@ -42,10 +67,8 @@ impl OperatorProcess {
 
     /// Starts an operator with extra environment.
     pub fn start_with_env(name: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Self {
-        // Ports per process so a test's operators never collide.
         let offset = PORT.fetch_add(1, Ordering::Relaxed);
-        let port = 20000 + (std::process::id() % 2000) as u16 * 10 + offset % 10;
-        let metrics_addr = format!("127.0.0.1:{port}");
+        let metrics_addr = format!("127.0.0.1:{}", free_port());
         let log = target_dir()
             .join("e2e-logs")
             .join(format!("{name}-{}-{offset}.log", std::process::id()));
@@ -149,11 +172,20 @@ impl Drop for OperatorProcess {
 /// A minimal HTTP/1.0 GET over loopback (enough for /metrics and probes).
 pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await?;
+    // Bounded: a peer that never closes must fail this poll, not hang the test.
+    let get = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await?;
+        Ok::<_, std::io::Error>(buf)
+    };
+    let buf = tokio::time::timeout(std::time::Duration::from_secs(10), get)
+        .await
+        .map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, format!("GET {addr}{path}"))
+        })??;
     Ok(buf
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())

@@ -87,7 +87,10 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     let metrics = Metrics::new().context("failed to register metrics")?;
     let client = counted_client(&metrics).await?;
     let probe = Arc::new(Probe::default());
-    let server = telemetry::serve(args.metrics_addr, metrics.clone(), probe.clone());
+    let listener = telemetry::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("cannot listen on {} (METRICS_ADDR)", args.metrics_addr))?;
+    let server = telemetry::serve(listener, metrics.clone(), probe.clone());
     tokio::spawn(async move {
         if let Err(e) = server.await {
             tracing::error!(error = %e, "metrics server stopped");

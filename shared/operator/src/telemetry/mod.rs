@@ -4,7 +4,7 @@ pub mod metrics;
 pub mod server;
 
 pub use metrics::Metrics;
-pub use server::{Probe, serve};
+pub use server::{Probe, bind, serve};
 
 /// Sets up tracing: JSON lines when `LOG_FORMAT=json` (as in clusters),
 /// readable text otherwise. `RUST_LOG` filters (default `info`).

@@ -37,8 +37,19 @@ struct AppState {
     probe: Arc<Probe>,
 }
 
+/// Binds the metrics and probe address. Done before anything else starts:
+/// an operator that cannot serve its probes would never turn ready and say
+/// nothing about why, so a taken port ends the process with that reason.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
 /// Serves until the process ends.
-pub async fn serve(addr: SocketAddr, metrics: Metrics, probe: Arc<Probe>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Metrics,
+    probe: Arc<Probe>,
+) -> std::io::Result<()> {
     let state = Arc::new(AppState { metrics, probe });
     let app = Router::new()
         .route(
@@ -57,6 +68,5 @@ pub async fn serve(addr: SocketAddr, metrics: Metrics, probe: Arc<Probe>) -> std
             }),
         )
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await
 }
