@@ -226,6 +226,8 @@ async fn main() {
     sweep(&client, &KINDS, &COMPONENTS).await;
     let mut results = serde_json::Map::new();
     let mut table: Vec<(String, String, String)> = Vec::new();
+    // Targets that must hold in every run; named at the end, exit status 1.
+    let mut misses: Vec<String> = Vec::new();
 
     // 3. Apply cost against kubectl apply --server-side (training + pipelines bundles, 3 trials each).
     let (kubectl_ms, ours_ms, kubectl_work, ours_work) = apply_cost(&client).await;
@@ -483,6 +485,16 @@ async fn main() {
         format!("{reads} / {writes} / {reconciles}"),
         "1".into(),
     ));
+    // At rest nothing is read or written: any request is a defect (a watch
+    // relisting, a resync that writes), and the run says so when it ends.
+    for (name, figures) in &rest {
+        let (r, w) = (&figures["reads_60s"], &figures["writes_60s"]);
+        if r.as_f64() != Some(0.0) || w.as_f64() != Some(0.0) {
+            misses.push(format!(
+                "{name} at rest: {r} reads, {w} writes in 60 s (want 0 / 0)"
+            ));
+        }
+    }
     results.insert("at_rest".into(), Value::Object(rest));
 
     // 5. Forced reconciles: every CR touched (an annotation: a watch event,
@@ -625,6 +637,13 @@ async fn main() {
         table.extend(rows);
         report(&results, &table);
     }
+    if !misses.is_empty() {
+        eprintln!("bench: targets missed:");
+        for m in &misses {
+            eprintln!("  {m}");
+        }
+        std::process::exit(1);
+    }
 }
 
 /// Prints the table and writes the figures to `target/bench/results.json`.
@@ -650,28 +669,16 @@ fn apiserver_mutations() -> [f64; 4] {
     let out = run_tool("kubectl", &["get", "--raw", "/metrics"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let mut sums = [0.0; 4];
-    for line in text.lines() {
-        let (count, rest) =
-            if let Some(r) = line.strip_prefix("apiserver_request_duration_seconds_count{") {
-                (true, r)
-            } else if let Some(r) = line.strip_prefix("apiserver_request_duration_seconds_sum{") {
-                (false, r)
-            } else {
-                continue;
-            };
-        let mutating = ["POST", "PUT", "PATCH", "APPLY"]
-            .iter()
-            .any(|v| rest.contains(&format!("verb=\"{v}\"")));
-        if !mutating {
-            continue;
+    for verb in ["POST", "PUT", "PATCH", "APPLY"] {
+        let verb = format!("verb=\"{verb}\"");
+        for (i, series) in ["count", "sum"].into_iter().enumerate() {
+            let name = format!("apiserver_request_duration_seconds_{series}");
+            let all = metric_sum(&text, &name, &[&verb]);
+            // A request that is not a dry run carries an empty dry_run label.
+            let writes = metric_sum(&text, &name, &[&verb, "dry_run=\"\""]);
+            sums[i] += all - writes;
+            sums[2 + i] += writes;
         }
-        let dry = !rest.contains("dry_run=\"\"");
-        let value: f64 = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        sums[usize::from(!dry) * 2 + usize::from(!count)] += value;
     }
     sums
 }

@@ -136,20 +136,41 @@ pub fn load(root: &Path, component: &str, version: &str) -> Result<Bundle, Bundl
         .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
         .collect();
     files.sort();
-    let mut objects = Vec::new();
+    // Each object becomes its text as soon as it is parsed, so at most one
+    // object's tree is in memory while loading (all of them at once made the
+    // 26.03 KServe bundle's load peak at 24 MiB for 1.2 MiB of text).
+    let mut documents = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|source| BundleError::Read {
             path: file.display().to_string(),
             source,
         })?;
-        objects.extend(parse_documents(&text, &file.display().to_string())?);
+        for_each_document(&text, &file.display().to_string(), |o| {
+            if let Ok(json) = serde_json::to_string(&o) {
+                documents.push(json.into_boxed_str());
+            }
+        })?;
     }
-    Ok(Bundle::new(component, version, &objects))
+    Ok(Bundle {
+        component: component.to_string(),
+        version: version.to_string(),
+        documents,
+    })
 }
 
 /// Parses multi-document YAML into objects; empty documents are skipped.
 pub fn parse_documents(text: &str, path: &str) -> Result<Vec<DynamicObject>, BundleError> {
     let mut out = Vec::new();
+    for_each_document(text, path, |o| out.push(o))?;
+    Ok(out)
+}
+
+/// Parses multi-document YAML and hands each object to `f` in order.
+fn for_each_document(
+    text: &str,
+    path: &str,
+    mut f: impl FnMut(DynamicObject),
+) -> Result<(), BundleError> {
     for (index, doc) in split_documents(text).into_iter().enumerate() {
         let err = |message: String| BundleError::Parse {
             path: path.to_string(),
@@ -186,9 +207,9 @@ pub fn parse_documents(text: &str, path: &str) -> Result<Vec<DynamicObject>, Bun
         {
             return Err(err("missing metadata.name".into()));
         }
-        out.push(serde_json::from_value(value).map_err(|e| err(e.to_string()))?);
+        f(serde_json::from_value(value).map_err(|e| err(e.to_string()))?);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Splits a YAML stream at `---` lines. Done by hand rather than by the YAML

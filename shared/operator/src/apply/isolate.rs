@@ -28,10 +28,10 @@ impl Engine {
     ) -> Result<BTreeSet<ObjectKey>, ApplyError> {
         // Bounded concurrency by hand: a `stream::iter(..).map(async ..)` over
         // borrowed items is not provably Send in the controller's future.
-        let mut results: Vec<(&Planned, Result<DynamicObject, ApplyError>)> = Vec::new();
+        let mut results: Vec<(&Planned, Result<(), ApplyError>)> = Vec::new();
         let mut in_flight = futures::stream::FuturesUnordered::new();
         for p in items {
-            in_flight.push(async move { (p, self.patch(p, true).await) });
+            in_flight.push(async move { (p, self.dry_run(p).await) });
             if in_flight.len() >= CONCURRENCY
                 && let Some(r) = in_flight.next().await
             {
@@ -87,7 +87,7 @@ impl Engine {
     /// desired one in its place.
     pub(super) async fn recreate(&self, p: &Planned) -> Result<DynamicObject, ApplyError> {
         let Some(resolved) = &p.resolved else {
-            return self.patch(p, false).await;
+            return self.patch(p).await;
         };
         let api: Api<DynamicObject> = self.api(resolved, p.desired.metadata.namespace.as_deref());
         let name = p.desired.metadata.name.as_deref().unwrap_or("");
@@ -121,6 +121,6 @@ impl Engine {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        self.patch(p, false).await
+        self.patch(p).await
     }
 }

@@ -22,6 +22,7 @@ mod members;
 mod memo;
 mod plan;
 mod prune;
+mod responses;
 mod waves;
 
 pub use error::ApplyError;

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::DynamicObject;
+use serde_json::Value;
 
-use super::fields::{drop_foreign_fields, skip_reconcile, to_value};
-use super::{ApplyError, ApplyRequest, CONCURRENCY, Engine, ObjectKey, describe, diff};
+use super::fields::{drop_foreign_fields, skip_reconcile, with_value};
+use super::{ApplyError, ApplyRequest, CONCURRENCY, Engine, ObjectKey, describe, diff, responses};
 use crate::discovery::Resolved;
 use crate::inventory;
 use crate::kinds::{self, kind};
@@ -93,7 +94,7 @@ impl Engine {
         &self,
         objects: Vec<DynamicObject>,
     ) -> Result<Vec<Planned>, ApplyError> {
-        stream::iter(objects.into_iter().map(|desired| async move {
+        stream::iter(objects.into_iter().map(|mut desired| async move {
             let key = ObjectKey::of(&desired);
             let hash = super::memo::hash(&desired);
             let proven = self.memo.proven(&key, hash);
@@ -106,18 +107,19 @@ impl Engine {
             // would otherwise all be in memory at once.
             let (live, why) = match (&resolved, known) {
                 (_, Some(known)) => (Some(known), None),
-                (Some(r), None) => match self.get_live(r, &desired).await? {
+                (Some(r), None) => match self.read_live(r, &desired).await? {
                     Some(live) => {
-                        let why = (!skip_reconcile(&live))
-                            .then(|| {
-                                diff::write_reason(
-                                    &to_value(&desired),
-                                    &to_value(&live),
-                                    &self.manager,
-                                )
-                            })
-                            .flatten();
-                        (Some(super::memo::slimmed(live)), why)
+                        let why = with_value(&mut desired, |d| {
+                            diff::write_reason(d, &live, &self.manager)
+                        });
+                        let slim = responses::slim_value(live).map_err(|e| ApplyError::Api {
+                            verb: "read",
+                            object: describe(&desired),
+                            source: kube::Error::SerdeError(e),
+                        })?;
+                        // An object opted out of repair has no reason to be written.
+                        let why = why.filter(|_| !skip_reconcile(&slim));
+                        (Some(slim), why)
                     }
                     None => (None, None),
                 },
@@ -136,6 +138,21 @@ impl Engine {
         .buffered(CONCURRENCY)
         .try_collect()
         .await
+    }
+
+    /// The live object as one JSON tree (no typed copy beside it).
+    async fn read_live(
+        &self,
+        resolved: &Resolved,
+        obj: &DynamicObject,
+    ) -> Result<Option<Value>, ApplyError> {
+        responses::read(&self.client, resolved, obj)
+            .await
+            .map_err(|source| ApplyError::Api {
+                verb: "get",
+                object: describe(obj),
+                source,
+            })
     }
 
     pub(super) async fn get_live(

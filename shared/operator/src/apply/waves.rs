@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 
 use super::fields::skip_reconcile;
 use super::memo::slim;
 use super::plan::{Decisions, Planned};
+use super::responses;
 use super::{ApplyError, ApplyOutcome, CONCURRENCY, Engine, ObjectKey, classify, describe};
 use crate::kinds::{self, kind};
 
@@ -96,18 +97,28 @@ impl Engine {
         let written = if decisions.recreate.contains(&p.key()) {
             self.recreate(&p).await?
         } else {
-            self.patch(&p, false).await?
+            self.patch(&p).await?
         };
         Ok((p, Some(written)))
     }
 
     /// Server-side apply of the desired object (forced: the operator's field
-    /// manager owns what it renders), or its dry run.
-    pub(super) async fn patch(
-        &self,
-        p: &Planned,
-        dry_run: bool,
-    ) -> Result<DynamicObject, ApplyError> {
+    /// manager owns what it renders); returns the written object, slim.
+    pub(super) async fn patch(&self, p: &Planned) -> Result<DynamicObject, ApplyError> {
+        self.send(p, false)
+            .await?
+            .ok_or_else(|| ApplyError::Invalid {
+                object: describe(&p.desired),
+                message: "the API server answered the write with no object".into(),
+            })
+    }
+
+    /// The server-side apply's dry run: whether the server would take it.
+    pub(super) async fn dry_run(&self, p: &Planned) -> Result<(), ApplyError> {
+        self.send(p, true).await.map(drop)
+    }
+
+    async fn send(&self, p: &Planned, dry_run: bool) -> Result<Option<DynamicObject>, ApplyError> {
         let Some(resolved) = &p.resolved else {
             return Err(ApplyError::Invalid {
                 object: describe(&p.desired),
@@ -116,9 +127,7 @@ impl Engine {
         };
         let mut params = PatchParams::apply(&self.manager).force();
         params.dry_run = dry_run;
-        let name = p.desired.metadata.name.as_deref().unwrap_or("");
-        self.api(resolved, p.desired.metadata.namespace.as_deref())
-            .patch(name, &params, &Patch::Apply(&p.desired))
+        responses::apply(&self.client, resolved, &p.desired, &params)
             .await
             .map_err(|source| classify("apply", &p.desired, source))
     }
@@ -181,12 +190,12 @@ fn record(
             }
             outcome.drifted.push(key.clone());
             outcome.written.push(key);
-            outcome.live.push(slim(&new));
+            outcome.live.push(new);
         }
         (None, Some(new)) => {
             outcome.created.push(key.clone());
             outcome.written.push(key);
-            outcome.live.push(slim(&new));
+            outcome.live.push(new);
         }
         (Some(live), None) => outcome.live.push(slim(live)),
         (None, None) => {}
