@@ -18,6 +18,8 @@ pub(super) struct Context<C: Component> {
     pub(super) failures: crate::retry::Failures,
     /// Per CR: the last apply failure's message and how often in a row it came.
     pub(super) last_failure: Mutex<HashMap<String, (String, u32)>>,
+    /// Per CR: the refusal last told in an Event, until an apply goes through.
+    pub(super) told_refusal: Mutex<HashMap<String, String>>,
 }
 
 impl<C: Component> Context<C> {
@@ -37,6 +39,23 @@ impl<C: Component> Context<C> {
             *entry = (message.to_string(), 1);
         }
         entry.1
+    }
+
+    /// Whether this refusal is news: not the one last told for the CR. The
+    /// CR's status alone cannot say so: a reconcile that runs before the
+    /// watch brings back the status just written sees the old condition.
+    pub(super) fn refusal_is_news(&self, cr: &C::Resource, refusal: &str) -> bool {
+        let Ok(mut m) = self.told_refusal.lock() else {
+            return true;
+        };
+        m.insert(Self::key(cr), refusal.to_string()).as_deref() != Some(refusal)
+    }
+
+    /// An apply went through: the next refusal is news again.
+    pub(super) fn forget_refusal(&self, cr: &C::Resource) {
+        if let Ok(mut m) = self.told_refusal.lock() {
+            m.remove(&Self::key(cr));
+        }
     }
 
     /// A success or a refusal ends a run of failures (and its backoff).
@@ -97,6 +116,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         detected_platform: Mutex::new(None),
         failures: crate::retry::Failures::default(),
         last_failure: Mutex::new(HashMap::new()),
+        told_refusal: Mutex::new(HashMap::new()),
     });
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())

@@ -60,6 +60,8 @@ pub(super) async fn apply<C: Component>(
             message,
             repeats,
         } => {
+            // Rendered and tried: whatever was refused before is resolved.
+            ctx.forget_refusal(cr);
             crate::status::failed(reason, &message, repeats)
                 .apply(&mut status.conditions, cr.meta().generation);
             announce_failure(cr, ctx, &old.conditions, &status.conditions, reason).await;
@@ -69,6 +71,7 @@ pub(super) async fn apply<C: Component>(
         }
     };
     ctx.forget_failures(cr);
+    ctx.forget_refusal(cr);
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;

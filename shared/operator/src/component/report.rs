@@ -48,7 +48,10 @@ pub(super) async fn refuse<C: Component>(
     // Not in a namespace the operator may not write to (its Roles stop at
     // the allowed namespaces): there the status alone says it.
     let writable = ctx.scope.allows(&cr.namespace().unwrap_or_default());
-    if writable && crate::events::condition_changed(&before, &status.conditions, "Ready") {
+    if writable
+        && crate::events::condition_changed(&before, &status.conditions, "Ready")
+        && ctx.refusal_is_news(cr, &format!("{}: {}", refusal.reason, refusal.message))
+    {
         crate::events::publish(
             &ctx.recorder,
             &cr.object_ref(&()),
