@@ -14,12 +14,15 @@ pub struct OperatorProcess {
 }
 
 /// Numbers the processes a test binary starts (their log files).
-static PORT: AtomicU16 = AtomicU16::new(0);
+static STARTED: AtomicU16 = AtomicU16::new(0);
 
 /// Ports for operators' metrics: below Linux's default range of outgoing
 /// ports (32768 and up), so no client connection holds one, and a poll of a
 /// port nobody listens on yet can never connect the poller to itself.
 const PORTS: std::ops::Range<u32> = 20000..32000;
+
+/// How many ports this test binary has tried: each try takes the next one.
+static PORT_PROBE: AtomicU16 = AtomicU16::new(0);
 
 /// A loopback port for an operator's metrics that no socket holds now; test
 /// binaries start apart (by pid) and take the next free one.
@@ -37,8 +40,6 @@ pub fn free_port() -> u16 {
     }
     panic!("no free loopback port in {PORTS:?}")
 }
-
-static PORT_PROBE: AtomicU16 = AtomicU16::new(0);
 
 /// The workspace's target folder.
 pub fn target_dir() -> PathBuf {
@@ -67,7 +68,7 @@ impl OperatorProcess {
 
     /// Starts an operator with extra environment.
     pub fn start_with_env(name: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Self {
-        let offset = PORT.fetch_add(1, Ordering::Relaxed);
+        let offset = STARTED.fetch_add(1, Ordering::Relaxed);
         let metrics_addr = format!("127.0.0.1:{}", free_port());
         let log = target_dir()
             .join("e2e-logs")
