@@ -57,19 +57,6 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// A bundle of the given objects.
-    pub fn new(component: &str, version: &str, objects: &[DynamicObject]) -> Self {
-        Bundle {
-            component: component.to_string(),
-            version: version.to_string(),
-            documents: objects
-                .iter()
-                .filter_map(|o| serde_json::to_string(o).ok())
-                .map(String::into_boxed_str)
-                .collect(),
-        }
-    }
-
     /// Its objects, parsed anew: the caller's to change.
     pub fn objects(&self) -> Vec<DynamicObject> {
         // Each text is a serialized `DynamicObject`, so parsing it back

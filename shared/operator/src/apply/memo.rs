@@ -141,11 +141,7 @@ impl std::io::Write for HashWriter {
 /// What health checks and status need of a live object: without its field
 /// ownership, and a CRD without its schema (its conditions are in status).
 pub(super) fn slim(live: &DynamicObject) -> DynamicObject {
-    slimmed(live.clone())
-}
-
-/// `slim`, taking the object.
-pub(super) fn slimmed(mut out: DynamicObject) -> DynamicObject {
+    let mut out = live.clone();
     out.metadata.managed_fields = None;
     if kind(&out) == "CustomResourceDefinition"
         && let Some(map) = out.data.as_object_mut()
