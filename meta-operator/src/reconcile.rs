@@ -247,6 +247,18 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         generation,
         &seen,
     );
+    // A child CR whose live state refuses ours is never deleted to be
+    // recreated (that would uninstall its component): a person must act.
+    if let Some(message) = kubeflow_operator::apply::held_summary(&outcome.held) {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            reason::LIVE_STATE_REFUSED,
+            &message,
+            generation,
+        );
+    }
     write_status(kf, ctx, &old, &status).await?;
     announce(kf, ctx, &old, &status).await;
     ctx.metrics.record_component(

@@ -59,6 +59,9 @@ pub enum Reason {
     NotCreated,
     /// A component has not reported on its current generation yet.
     Reconciling,
+    /// A managed object's live state refuses the desired one, and it is of
+    /// a kind never deleted to be recreated (it holds data or objects).
+    LiveStateRefused,
 }
 
 impl Reason {
@@ -87,6 +90,7 @@ impl Reason {
             Reason::ImageDigestMissing => "ImageDigestMissing",
             Reason::NotCreated => "NotCreated",
             Reason::Reconciling => "Reconciling",
+            Reason::LiveStateRefused => "LiveStateRefused",
         }
     }
 }
@@ -157,6 +161,8 @@ pub mod reason {
     pub const NOT_CREATED: Reason = Reason::NotCreated;
     /// A component has not reported on its current generation yet.
     pub const RECONCILING: Reason = Reason::Reconciling;
+    /// A managed object that holds data refuses the desired state.
+    pub const LIVE_STATE_REFUSED: Reason = Reason::LiveStateRefused;
 }
 
 /// Sets a condition, keeping `lastTransitionTime` unless the status changes.

@@ -89,6 +89,30 @@ pub(super) fn skip_reconcile(obj: &DynamicObject) -> bool {
             .is_some_and(|v| v == "true")
 }
 
+/// A volume someone grew is theirs: when the live claim requests more
+/// storage than the desired one, the desired request becomes the live one,
+/// so the grown size is neither drift nor a shrink the API server refuses
+/// (which would leave the claim unrepaired). A smaller live request (one
+/// that never reached ours) is still raised to ours.
+pub(super) fn keep_grown_volume(desired: &mut DynamicObject, live: &Value) {
+    const STORAGE: &str = "/spec/resources/requests/storage";
+    if kind(desired) != "PersistentVolumeClaim" {
+        return;
+    }
+    let (Some(live_text), Some(ours)) = (
+        live.pointer(STORAGE).and_then(Value::as_str),
+        desired.data.pointer_mut(STORAGE),
+    ) else {
+        return;
+    };
+    let size = |text: &str| super::diff::quantity(text);
+    if let (Some(theirs), Some(mine)) = (size(live_text), ours.as_str().and_then(size))
+        && theirs > mine
+    {
+        *ours = Value::String(live_text.to_string());
+    }
+}
+
 /// Calls `f` with the object as one JSON value, as it serializes, without
 /// copying its body: the body is moved into the value and back. (A copy of
 /// a KServe CRD's schema is megabytes of tree, with 16 reads in flight.)
@@ -146,6 +170,51 @@ mod tests {
         let seen = with_value(&mut o, Value::clone);
         assert_eq!(seen, before);
         assert_eq!(serde_json::to_value(&o).expect("serializes"), before);
+    }
+
+    fn claim(storage: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "mysql-pv-claim"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}},
+        }))
+        .expect("claim")
+    }
+
+    fn request(o: &DynamicObject) -> &str {
+        o.data
+            .pointer("/spec/resources/requests/storage")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    #[test]
+    fn a_grown_volume_keeps_its_size_and_a_smaller_one_gets_ours() {
+        let live = |s: &str| serde_json::to_value(claim(s)).expect("value");
+        let mut desired = claim("20Gi");
+        keep_grown_volume(&mut desired, &live("50Gi"));
+        assert_eq!(request(&desired), "50Gi");
+        let mut desired = claim("20Gi");
+        keep_grown_volume(&mut desired, &live("20480Mi"));
+        assert_eq!(
+            request(&desired),
+            "20Gi",
+            "the same size, written otherwise"
+        );
+        let mut desired = claim("20Gi");
+        keep_grown_volume(&mut desired, &live("10Gi"));
+        assert_eq!(request(&desired), "20Gi");
+        let mut desired = claim("20Gi");
+        keep_grown_volume(&mut desired, &json!({"spec": {}}));
+        assert_eq!(request(&desired), "20Gi");
+        // Only claims: another kind's requests are ours to set.
+        let mut pod: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+        }))
+        .expect("object");
+        keep_grown_volume(&mut pod, &live("50Gi"));
+        assert_eq!(request(&pod), "1Gi");
     }
 
     #[test]

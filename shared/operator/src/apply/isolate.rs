@@ -1,31 +1,46 @@
 //! Per-object failure isolation. An apply the API server refuses because of
 //! the object's live state, not because of what we want (a user changed a
-//! managed Service's port, so our port and theirs now share a name), is
-//! fixed by recreating the object from the desired state; it never blocks
-//! the rest of the component. Whether a refusal is the live state's fault is
-//! asked of the server: a dry-run create of the desired object alone passes
-//! validation and fails only because the name exists.
+//! managed Service's port, so our port and theirs now share a name), never
+//! blocks the rest of the component. Whether a refusal is the live state's
+//! fault is asked of the server: a dry-run create of the desired object
+//! alone passes validation and fails only because the name exists. Such an
+//! object is recreated from the desired state when its kind holds nothing
+//! but what is rendered, and otherwise kept as it is and reported (see
+//! `recreation`): a volume, a namespace or a CRD is never deleted to repair it.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
 use super::plan::Planned;
+use super::recreation::{self, Held, OnRefusal};
 use super::{ApplyError, CONCURRENCY, Engine, ObjectKey, describe};
 
 /// How long a recreate waits for the old object to go.
 const GONE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the dry runs found about objects whose live state refuses the
+/// desired one.
+#[derive(Default)]
+pub(super) struct Isolation {
+    /// To delete and create anew, with the API server's refusal.
+    pub(super) recreate: BTreeMap<ObjectKey, String>,
+    /// To leave as they are, and report.
+    pub(super) held: BTreeMap<ObjectKey, Held>,
+}
+
 impl Engine {
     /// Dry-runs every write. An object refused as invalid that is valid on
-    /// its own is to be recreated (returned); any other refusal refuses the
-    /// whole apply, so invalid input changes nothing.
+    /// its own is to be recreated or held (see `recreation`); any other
+    /// refusal refuses the whole apply, so invalid input changes nothing.
+    /// `retained`: whether the component keeps an object beyond its life.
     pub(super) async fn dry_run_all(
         &self,
         items: Vec<&Planned>,
-    ) -> Result<BTreeSet<ObjectKey>, ApplyError> {
+        retained: &(dyn Fn(&kube::api::DynamicObject) -> bool + Send + Sync),
+    ) -> Result<Isolation, ApplyError> {
         // Bounded concurrency by hand: a `stream::iter(..).map(async ..)` over
         // borrowed items is not provably Send in the controller's future.
         let mut results: Vec<(&Planned, Result<(), ApplyError>)> = Vec::new();
@@ -41,22 +56,36 @@ impl Engine {
         while let Some(r) = in_flight.next().await {
             results.push(r);
         }
-        let mut recreate = BTreeSet::new();
+        let mut isolation = Isolation::default();
         for (p, r) in results {
             match r {
                 Ok(_) => {}
-                Err(e @ ApplyError::Invalid { .. }) => {
-                    if self.valid_alone(p).await? {
-                        tracing::warn!(object = %describe(&p.desired), error = %e, "the live object cannot take the desired state; it will be recreated");
-                        recreate.insert(p.key());
-                    } else {
-                        return Err(e);
+                Err(ApplyError::Invalid { object, message }) => {
+                    let Some(live) = p.live.as_ref() else {
+                        return Err(ApplyError::Invalid { object, message });
+                    };
+                    if !self.valid_alone(p).await? {
+                        return Err(ApplyError::Invalid { object, message });
+                    }
+                    match recreation::on_refusal(&p.desired, live, retained(&p.desired)) {
+                        OnRefusal::Recreate => {
+                            tracing::warn!(object, error = %message, "the live object cannot take the desired state; it will be recreated");
+                            isolation
+                                .recreate
+                                .insert(p.key(), recreation::bounded(&message));
+                        }
+                        OnRefusal::Keep(holds) => {
+                            tracing::warn!(object, error = %message, "the live object cannot take the desired state; it is kept as it is");
+                            isolation
+                                .held
+                                .insert(p.key(), Held::new(p.key(), &message, holds));
+                        }
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(recreate)
+        Ok(isolation)
     }
 
     /// Whether `p`, refused as invalid, is valid on its own: then its live

@@ -6,6 +6,7 @@
 //! - `plan`: objects made ready to send, live state read, the decisions;
 //! - `claim`: the lock on a component's cluster scope;
 //! - `isolate`: dry runs, and recreating objects whose live state refuses;
+//! - `recreation`: which kinds may be recreated, and what is said of the rest;
 //! - `waves`: the writes, wave by wave, and the CRD wait;
 //! - `prune`: what is no longer rendered goes (or is released);
 //! - `members`: the inventory as the API server holds it;
@@ -22,6 +23,7 @@ mod members;
 mod memo;
 mod plan;
 mod prune;
+mod recreation;
 mod responses;
 mod waves;
 
@@ -29,6 +31,7 @@ pub use error::ApplyError;
 pub use fields::drop_foreign_fields;
 pub use members::Member;
 pub use prune::Released;
+pub use recreation::{Held, summary as held_summary};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -111,6 +114,10 @@ pub struct ApplyOutcome {
     /// Objects deleted and created anew because their live state refused
     /// the desired one (see `isolate`).
     pub recreated: Vec<ObjectKey>,
+    /// Objects whose live state refuses the desired one, left as they are
+    /// because deleting them would lose what they hold (see `recreation`):
+    /// a person must act.
+    pub held: Vec<Held>,
     /// Objects no longer rendered that a prune keeps and lets go of (a
     /// volume, a CRD): a person decides when they go.
     pub released: Vec<Released>,
@@ -226,9 +233,11 @@ impl Engine {
             ..Default::default()
         };
         // Every write is dry-run first, so invalid input changes nothing.
-        decisions.recreate = self
-            .dry_run_all(plan::to_dry_run(&planned, &decisions))
+        let isolation = self
+            .dry_run_all(plan::to_dry_run(&planned, &decisions), req.retain)
             .await?;
+        decisions.recreate = isolation.recreate;
+        decisions.held = isolation.held;
         let group_kinds = plan::GroupKinds::of(&planned, req.parent_annotations);
         let listed = group_kinds.union();
         self.write_parent(&req, &listed).await?;
@@ -246,13 +255,17 @@ impl Engine {
                 .filter(|p| p.unchanged)
                 .map(plan::Planned::key)
                 .collect(),
+            held: decisions.held.values().cloned().collect(),
             ..Default::default()
         };
         let mut applied = self.apply_waves(planned, &decisions, &mut outcome).await?;
         for live in &outcome.live {
             let key = ObjectKey::of(live);
+            // A held object is not verified: it is read and tried again
+            // next time, so the report stays until it is resolved.
             if let Some(hash) = hashes.get(&key)
                 && !outcome.skipped.contains(&key)
+                && !decisions.held.contains_key(&key)
             {
                 self.memo.record(key, *hash, live);
             }

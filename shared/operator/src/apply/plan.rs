@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::fields::{drop_foreign_fields, skip_reconcile, with_value};
+use super::fields::{drop_foreign_fields, keep_grown_volume, skip_reconcile, with_value};
 use super::{ApplyError, ApplyRequest, CONCURRENCY, Engine, ObjectKey, describe, diff, responses};
 use crate::discovery::Resolved;
 use crate::inventory;
@@ -45,14 +45,20 @@ impl Planned {
 pub(super) struct Decisions {
     /// Why each existing object must be written; absent: it need not be.
     pub(super) why: BTreeMap<ObjectKey, diff::Reason>,
-    /// Objects whose live state refuses the desired one: delete and create anew.
-    pub(super) recreate: BTreeSet<ObjectKey>,
+    /// Objects whose live state refuses the desired one: delete and create
+    /// anew (with the API server's refusal).
+    pub(super) recreate: BTreeMap<ObjectKey, String>,
+    /// Objects whose live state refuses the desired one and that are kept
+    /// as they are (see `recreation`): not written.
+    pub(super) held: BTreeMap<ObjectKey, super::Held>,
 }
 
 impl Decisions {
-    /// Whether the object is written: it is missing, or it differs.
+    /// Whether the object is written: it is missing, or it differs (and is
+    /// not held as it is).
     pub(super) fn needs_write(&self, p: &Planned) -> bool {
-        p.live.is_none() || self.why.contains_key(&p.key())
+        let key = p.key();
+        p.live.is_none() || (self.why.contains_key(&key) && !self.held.contains_key(&key))
     }
 }
 
@@ -109,6 +115,7 @@ impl Engine {
                 (_, Some(known)) => (Some(known), None),
                 (Some(r), None) => match self.read_live(r, &desired).await? {
                     Some(live) => {
+                        keep_grown_volume(&mut desired, &live);
                         let why = with_value(&mut desired, |d| {
                             diff::write_reason(d, &live, &self.manager)
                         });

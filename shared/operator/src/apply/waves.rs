@@ -94,7 +94,7 @@ impl Engine {
         if p.live.as_ref().is_some_and(skip_reconcile) || !decisions.needs_write(&p) {
             return Ok((p, None));
         }
-        let written = if decisions.recreate.contains(&p.key()) {
+        let written = if decisions.recreate.contains_key(&p.key()) {
             self.recreate(&p).await?
         } else {
             self.patch(&p).await?
@@ -179,10 +179,12 @@ fn record(
             outcome.live.push(slim(live));
         }
         (Some(_), Some(new)) => {
-            if decisions.recreate.contains(&key) {
+            if let Some(refusal) = decisions.recreate.get(&key) {
                 outcome.why.insert(
                     key.clone(),
-                    "recreated: the live object could not take the desired state".into(),
+                    format!(
+                        "recreated: the live object could not take the desired state ({refusal})"
+                    ),
                 );
                 outcome.recreated.push(key.clone());
             } else if let Some(reason) = decisions.why.get(&key) {

@@ -25,6 +25,18 @@ pub(super) async fn assess<C: Component>(
     };
     crate::status::applied(ready, reason::READY, reason::WORKLOADS_NOT_READY, &message)
         .apply(&mut status.conditions, cr.meta().generation);
+    // Objects kept as they are although they refuse the desired state: the
+    // rest works (Ready says how), but a person must act.
+    if let Some(message) = crate::apply::held_summary(&outcome.held) {
+        crate::conditions::set(
+            &mut status.conditions,
+            crate::conditions::DEGRADED,
+            true,
+            reason::LIVE_STATE_REFUSED,
+            &message,
+            cr.meta().generation,
+        );
+    }
     ready
 }
 

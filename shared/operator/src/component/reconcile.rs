@@ -82,8 +82,10 @@ pub(super) async fn apply<C: Component>(
         .await;
     write_status(cr, ctx, &status, extra).await?;
     record_gauges(cr, ctx, &status, ready);
-    // Watches on the managed objects bring the next reconcile; the requeue is a safety net.
-    Ok(Action::requeue(if ready {
+    // Watches on the managed objects bring the next reconcile; the requeue
+    // is a safety net, sooner while an object is held (what a person does
+    // to resolve it may be nothing the watches see).
+    Ok(Action::requeue(if ready && outcome.held.is_empty() {
         Duration::from_secs(600)
     } else {
         Duration::from_secs(30)
@@ -293,9 +295,9 @@ async fn report_repairs<C: Component>(
         events::publish(&ctx.recorder, &on, false, "Pruned", "Prune", note).await;
     }
     for what in &outcome.recreated {
-        let note = format!(
-            "{what}: its live state (changed by someone else) could not take the desired state, so it was deleted and created anew"
-        );
+        // The why names the API server's refusal: what made it necessary.
+        let why = outcome.why.get(what).map_or("recreated", String::as_str);
+        let note = format!("{what}: {why}");
         events::publish(&ctx.recorder, &on, true, "ObjectRecreated", "Apply", note).await;
     }
     if !outcome.written.is_empty() {
@@ -348,6 +350,14 @@ async fn announce_progress<C: Component>(
     {
         let note = format!("moving from {from} to {version}");
         events::publish(&ctx.recorder, &on, false, "Upgrading", "Upgrade", note).await;
+    }
+    // An object held as it is: told once, when it makes the CR Degraded.
+    if events::became_true(&old.conditions, &new.conditions, conditions::DEGRADED)
+        && let Some(degraded) = conditions::get(&new.conditions, conditions::DEGRADED)
+        && degraded.reason == reason::LIVE_STATE_REFUSED.as_str()
+    {
+        let note = degraded.message.clone();
+        events::publish(&ctx.recorder, &on, true, "LiveStateRefused", "Apply", note).await;
     }
     if events::became_true(&old.conditions, &new.conditions, conditions::READY) {
         let note = format!(
