@@ -21,6 +21,8 @@ const CLASS: &str = "e2e-expandable";
 /// Objects carrying this label refuse every update (see `Freezer`).
 const FROZEN: &str = "e2e.kubeflow.org/frozen";
 const POLICY: &str = "e2e-frozen-objects";
+/// Marks the volumes this test makes, so a later run removes a failed one's.
+const LEFT_BY: &str = "e2e.kubeflow.org/made-by";
 /// The claims of the Pipelines bundle: the database's and the object store's.
 const CLAIMS: [&str; 2] = ["mysql-pv-claim", "seaweedfs-pvc"];
 
@@ -65,6 +67,35 @@ spec:
 "#
             ),
         )
+        .await;
+    }
+}
+
+impl Freezer {
+    /// Waits until the policy is in force: a dry-run update of a frozen
+    /// probe (the test's own namespace) is refused. (The API server loads a
+    /// new policy a moment after it is created.)
+    async fn wait_enforced(client: &kube::Client, probe: &str) {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let label = json!({"metadata": {"labels": {FROZEN: "true"}}});
+        namespaces
+            .patch(probe, &PatchParams::default(), &Patch::Merge(&label))
+            .await
+            .unwrap_or_else(|e| panic!("label {probe}: {e}"));
+        let touch = json!({"metadata": {"labels": {"e2e.kubeflow.org/probe": "1"}}});
+        let params = PatchParams {
+            dry_run: true,
+            ..PatchParams::default()
+        };
+        wait_for("the freezing policy to be in force", TIMEOUT, || async {
+            match namespaces
+                .patch(probe, &params, &Patch::Merge(&touch))
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.code == 422 => Some(()),
+                _ => None,
+            }
+        })
         .await;
     }
 }
@@ -147,13 +178,20 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     )
     .await;
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    // Volumes an earlier, failed run left.
+    let _ = pvs
+        .delete_collection(
+            &DeleteParams::default(),
+            &kube::api::ListParams::default().labels(&format!("{LEFT_BY}=kept-objects")),
+        )
+        .await;
     let pv_names: Vec<String> = CLAIMS.iter().map(|c| format!("{}-{c}", ns.name)).collect();
     for (pv, claim) in pv_names.iter().zip(CLAIMS) {
         apply_yaml(
             &client,
             "default",
             &format!(
-                "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {pv}}}\nspec:\n  capacity: {{storage: 20Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: {CLASS}\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {{path: /tmp/e2e-{pv}}}\n  claimRef: {{namespace: {ns}, name: {claim}}}\n",
+                "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {pv}, labels: {{{LEFT_BY}: kept-objects}}}}\nspec:\n  capacity: {{storage: 20Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: {CLASS}\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {{path: /tmp/e2e-{pv}}}\n  claimRef: {{namespace: {ns}, name: {claim}}}\n",
                 ns = ns.name
             ),
         )
@@ -238,6 +276,7 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     // A claim whose live state refuses our apply is kept, the condition
     // names it, and the rest of the component is still repaired.
     Freezer::install(&client).await;
+    Freezer::wait_enforced(&client, &ns.name).await;
     freeze(&pvcs, CLAIMS[0]).await;
     let message = wait_held(
         &pipelines,
