@@ -219,16 +219,21 @@ pub(super) fn write_reasons(planned: &[Planned]) -> BTreeMap<ObjectKey, diff::Re
 }
 
 /// The writes to dry-run before any is made: those whose kind is served,
-/// except objects in a namespace this apply creates (not there to dry-run in).
+/// except objects in a namespace this apply creates (not there to dry-run
+/// in) and custom resources whose CRD this apply writes (the server would
+/// judge them by the schema they are about to leave: an upgrade's new
+/// fields would be refused).
 pub(super) fn to_dry_run<'a>(planned: &'a [Planned], decisions: &Decisions) -> Vec<&'a Planned> {
     let new_namespaces: BTreeSet<String> = planned
         .iter()
         .filter(|p| kind(&p.desired) == "Namespace" && p.live.is_none())
         .filter_map(|p| p.desired.metadata.name.clone())
         .collect();
+    let changing = changing_custom_kinds(planned, decisions);
     planned
         .iter()
         .filter(|p| p.resolved.is_some() && decisions.needs_write(p))
+        .filter(|p| !changing.contains(&kinds::group_kind(&p.desired)))
         // Putting back a deleted object whose desired state was accepted
         // before needs no dry run; an edited one still does, since its live
         // state may refuse the desired one (then it is recreated).
@@ -239,6 +244,23 @@ pub(super) fn to_dry_run<'a>(planned: &'a [Planned], decisions: &Decisions) -> V
                 .namespace
                 .as_ref()
                 .is_some_and(|ns| new_namespaces.contains(ns))
+        })
+        .collect()
+}
+
+/// The kinds (`Kind.group`) defined by CRDs this apply creates or changes.
+pub(super) fn changing_custom_kinds(
+    planned: &[Planned],
+    decisions: &Decisions,
+) -> BTreeSet<String> {
+    planned
+        .iter()
+        .filter(|p| kind(&p.desired) == "CustomResourceDefinition" && decisions.needs_write(p))
+        .filter_map(|p| {
+            let spec = p.desired.data.get("spec")?;
+            let group = spec.get("group")?.as_str()?;
+            let kind = spec.pointer("/names/kind")?.as_str()?;
+            Some(kinds::group_kind_of(group, kind))
         })
         .collect()
 }

@@ -22,6 +22,18 @@ use crate::kinds::{self, kind};
 const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
 /// The wave of CRDs (see `kinds::apply_wave`).
 const CRD_WAVE: u8 = 1;
+/// How long a custom resource's write waits for its CRD's new schema.
+const SCHEMA_SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Whether the API server refused a write because the object's CRD schema
+/// it serves lags the one just written.
+fn schema_not_yet_served(e: &ApplyError) -> bool {
+    matches!(
+        e,
+        ApplyError::Api { source: kube::Error::Api(s), .. }
+            if s.code == 500 && s.message.contains("field not declared in schema")
+    )
+}
 
 impl Engine {
     /// Applies the planned objects wave by wave and records what happened in
@@ -97,9 +109,27 @@ impl Engine {
         let written = if decisions.recreate.contains_key(&p.key()) {
             self.recreate(&p).await?
         } else {
-            self.patch(&p).await?
+            self.patch_as_schema_settles(&p).await?
         };
         Ok((p, Some(written)))
+    }
+
+    /// Server-side apply of a custom resource right after its CRD changed:
+    /// an Established CRD's new schema reaches the server's apply handler a
+    /// moment later, and until then a new field is refused ("field not
+    /// declared in schema", a 500). That refusal is retried for a while;
+    /// any other answer is final.
+    async fn patch_as_schema_settles(&self, p: &Planned) -> Result<DynamicObject, ApplyError> {
+        let deadline = tokio::time::Instant::now() + SCHEMA_SETTLE_TIMEOUT;
+        loop {
+            match self.patch(p).await {
+                Err(e) if schema_not_yet_served(&e) && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(object = %describe(&p.desired), "the new schema is not served yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Server-side apply of the desired object (forced: the operator's field
