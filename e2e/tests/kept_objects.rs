@@ -127,15 +127,27 @@ where
         .unwrap_or_else(|e| panic!("freeze {name}: {e}"));
 }
 
-/// Removes the frozen label (once the policy is gone).
+/// Removes the frozen label, retrying while the API server still holds the
+/// policy it was told to delete (its policy cache follows a moment later).
 async fn thaw<K>(api: &Api<K>, name: &str)
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let patch = json!({"metadata": {"labels": {FROZEN: null}}});
-    let _ = api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await;
+    wait_for(&format!("{name} to thaw"), TIMEOUT, || async {
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Some(()),
+            Err(e) => {
+                eprintln!("thaw {name}: {e}");
+                None
+            }
+        }
+    })
+    .await;
 }
 
 /// Waits until the CR is Degraded for `LiveStateRefused` naming every one of
@@ -313,6 +325,10 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     drop(op);
 
     // A namespace and a CRD (Istio's) in the same state: both kept, both named.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = "gateways.networking.istio.io";
+    // A label an earlier, failed run left (no policy holds it now).
+    thaw(&crds, crd).await;
     let op = OperatorProcess::start("kubeflow-istio-operator", &[]);
     apply_yaml(
         &client,
@@ -323,8 +339,6 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     let istios = component_api(&client, &ns.name, "Istio");
     wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = "gateways.networking.istio.io";
     let ns_uid = namespaces.get("istio-system").await.expect("ns").uid();
     let crd_uid = crds.get(crd).await.expect("crd").uid();
     freeze(&namespaces, "istio-system").await;
@@ -398,6 +412,11 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
 
     kubeflow_e2e::component::delete_and_wait(&istios, "kubeflow", TIMEOUT).await;
     drop(op);
+    // Released by the removal; the test's to delete (the chart tests make their own).
+    let _ = namespaces
+        .delete("istio-system", &DeleteParams::default())
+        .await;
+    kubeflow_e2e::component::wait_gone(&namespaces, "istio-system", TIMEOUT).await;
     let _op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
     kubeflow_e2e::component::delete_and_wait(&pipelines, "kubeflow", TIMEOUT).await;
     let _ = classes.delete(CLASS, &DeleteParams::default()).await;
