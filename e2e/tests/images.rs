@@ -139,3 +139,42 @@ fn images_hold_what_the_dockerfile_declares() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The Dockerfile and images/build make the same binary by default (a
+/// static release build for the same target); the profile e2e/test uses
+/// instead differs from release in how it is optimised only.
+#[test]
+fn the_release_build_and_the_dockerfile_agree() {
+    let read = |p: &str| {
+        std::fs::read_to_string(kubeflow_e2e::repo_root().join(p))
+            .unwrap_or_else(|e| panic!("{p}: {e}"))
+    };
+    let dockerfile = read("images/Dockerfile");
+    assert!(
+        dockerfile.contains("cargo build --release --locked --target x86_64-unknown-linux-musl"),
+        "the Dockerfile's build stage changed: make images/build agree"
+    );
+    let build = read("images/build");
+    assert!(build.contains("TRIPLE=x86_64-unknown-linux-musl"));
+    assert!(build.contains("PROFILE=${KUBEFLOW_IMAGES_PROFILE:-release}"));
+    assert!(build.contains("cargo build --profile \"$PROFILE\" --locked --target \"$TRIPLE\""));
+    let cargo = read("Cargo.toml");
+    let profile = cargo
+        .split("[profile.test-images]")
+        .nth(1)
+        .expect("a test-images profile")
+        .split("\n[")
+        .next()
+        .unwrap_or_default();
+    let keys: Vec<&str> = profile
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split('=').next().map(str::trim))
+        .collect();
+    assert_eq!(
+        keys,
+        ["inherits", "lto", "codegen-units", "incremental"],
+        "the test profile may change how release is optimised, nothing else"
+    );
+    assert!(profile.contains("inherits = \"release\""));
+}

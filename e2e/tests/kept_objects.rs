@@ -169,6 +169,20 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     let (client, _g) =
         kubeflow_e2e::component::prepare(&["Pipelines", "Istio"], &["pipelines", "istio"]).await;
     let freezer = Freezer;
+    // Namespaces an earlier, failed run of this test left (with its claims).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for old in namespaces
+        .list(&Default::default())
+        .await
+        .expect("namespaces")
+        .items
+    {
+        if old.name_any().starts_with("kept-") {
+            let _ = namespaces
+                .delete(&old.name_any(), &DeleteParams::background())
+                .await;
+        }
+    }
     let ns = TestNamespace::new(&client, "kept").await;
     let classes: Api<kube::api::DynamicObject> = Api::all_with(
         client.clone(),
@@ -338,7 +352,6 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     .await;
     let istios = component_api(&client, &ns.name, "Istio");
     wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns_uid = namespaces.get("istio-system").await.expect("ns").uid();
     let crd_uid = crds.get(crd).await.expect("crd").uid();
     freeze(&namespaces, "istio-system").await;
