@@ -182,7 +182,7 @@ async fn an_unknown_release_is_refused_at_the_door_and_creates_nothing() {
     assert!(
         err.contains("spec.version")
             && err.contains("\"1.9.0\"")
-            && err.contains(r#"supported values: "1.10.2", "1.11.0", "26.03""#),
+            && err.contains(r#"supported values: "1.10.2", "1.11.0", "26.03", "26.03.1""#),
         "{err}"
     );
     let kfs = component_api(&client, &ns.name, "Kubeflow");

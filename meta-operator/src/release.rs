@@ -16,8 +16,12 @@ pub struct Release {
     pub pipelines: &'static str,
     /// KServe version.
     pub serving: &'static str,
-    /// Istio version.
+    /// Istio version: the bundle's (the folder's name).
     pub istio: &'static str,
+    /// The Istio version the bundle's control-plane images run, which the
+    /// upgrade risk is judged by: 26.03's bundle is labelled 1.29.0 but runs
+    /// 1.28.0 images (a test reads it from the bundle).
+    pub istio_runs: &'static str,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -30,6 +34,7 @@ pub const RELEASES: &[Release] = &[
         pipelines: "2.5.0",
         serving: "v0.15.0",
         istio: "1.26.1",
+        istio_runs: "1.26.1",
     },
     Release {
         kubeflow: "1.11.0",
@@ -38,6 +43,7 @@ pub const RELEASES: &[Release] = &[
         pipelines: "2.15.0",
         serving: "v0.15.2",
         istio: "1.28.0",
+        istio_runs: "1.28.0",
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -47,6 +53,16 @@ pub const RELEASES: &[Release] = &[
         pipelines: "2.16.0",
         serving: "v0.16.0",
         istio: "1.29.0",
+        istio_runs: "1.28.0",
+    },
+    Release {
+        kubeflow: "26.03.1",
+        training: "v1.9.2",
+        trainer: Some("v2.2.0"),
+        pipelines: "2.16.1",
+        serving: "v0.18.0",
+        istio: "1.30.1",
+        istio_runs: "1.30.1",
     },
 ];
 
@@ -80,11 +96,18 @@ fn minor(version: &str) -> Option<u32> {
 /// place, which Istio does not support (one minor at a time, or a
 /// revision-based canary upgrade).
 pub fn upgrade_risk(from: &Release, to: &Release) -> Option<String> {
-    let (a, b) = (minor(from.istio)?, minor(to.istio)?);
+    let (a, b) = (minor(from.istio_runs)?, minor(to.istio_runs)?);
     (b > a + 1).then(|| {
         format!(
-            "Kubeflow {} -> {} moves Istio {} -> {} in place, {} minor versions at once; Istio supports one minor at a time (or a revision-based canary upgrade). Sidecars of running workloads keep the {} proxy until their pods restart; check the mesh before relying on it",
-            from.kubeflow, to.kubeflow, from.istio, to.istio, b - a, from.istio
+            "Kubeflow {} -> {} moves the running Istio control plane {} -> {} in place (bundles {} -> {}), {} minor versions at once; Istio supports one minor at a time (or a revision-based canary upgrade). Sidecars of running workloads keep the {} proxy until their pods restart; check the mesh before relying on it",
+            from.kubeflow,
+            to.kubeflow,
+            from.istio_runs,
+            to.istio_runs,
+            from.istio,
+            to.istio,
+            b - a,
+            from.istio_runs
         )
     })
 }
@@ -213,25 +236,66 @@ mod tests {
 
     #[test]
     fn the_table_matches_the_manifests_readme() {
-        let r = find("1.10.2").expect("1.10.2");
+        // The README beside the bundles gives each release's versions in a
+        // table: Kubeflow, training-operator, trainer, pipelines, kserve,
+        // istio, then the components no operator installs yet.
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../shared/manifests/README.md"),
+        )
+        .expect("the manifests README");
+        // "v2.1.0 (upstream's default ...)" -> "v2.1.0"; "-" -> none.
+        let cell = |c: &str| c.split_whitespace().next().unwrap_or("").to_string();
+        let rows: Vec<Vec<String>> = readme
+            .lines()
+            .skip_while(|l| !l.starts_with("| Kubeflow | training-operator"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.split('|').skip(1).map(cell).collect())
+            .collect();
         assert_eq!(
-            (r.training, r.pipelines, r.serving, r.istio),
-            ("v1.9.2", "2.5.0", "v0.15.0", "1.26.1")
+            rows.len(),
+            RELEASES.len(),
+            "one README row per release of the table"
         );
-        let r = find("1.11.0").expect("1.11.0");
-        assert_eq!(
-            (r.training, r.trainer, r.pipelines, r.serving, r.istio),
-            ("v1.9.2", Some("v2.1.0"), "2.15.0", "v0.15.2", "1.28.0")
-        );
-        let r = find("26.03").expect("26.03");
-        assert_eq!(
-            (r.training, r.trainer, r.pipelines, r.serving, r.istio),
-            ("v1.9.2", Some("v2.1.0"), "2.16.0", "v0.16.0", "1.29.0")
-        );
-        assert_eq!(
-            find("1.10.2").and_then(|r| r.component(ComponentKind::Trainer)),
-            None
-        );
+        for row in rows {
+            let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
+            let trainer = (row[2] != "-").then_some(row[2].as_str());
+            assert_eq!(
+                (r.training, r.trainer, r.pipelines, r.serving, r.istio),
+                (
+                    row[1].as_str(),
+                    trainer,
+                    row[3].as_str(),
+                    row[4].as_str(),
+                    row[5].as_str()
+                ),
+                "{}",
+                r.kubeflow
+            );
+        }
+    }
+
+    #[test]
+    fn istio_runs_what_the_bundle_images_say() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests/istio");
+        for r in RELEASES {
+            let install = std::fs::read_to_string(dir.join(r.istio).join("install.yaml"))
+                .expect("the istio bundle");
+            let tags: std::collections::BTreeSet<&str> = install
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("image: "))
+                .filter(|i| i.contains("/pilot:"))
+                .filter_map(|i| i.rsplit(':').next())
+                .collect();
+            assert_eq!(
+                tags.into_iter().collect::<Vec<_>>(),
+                vec![r.istio_runs],
+                "{}",
+                r.kubeflow
+            );
+        }
     }
 
     #[test]
@@ -251,15 +315,30 @@ mod tests {
     }
 
     #[test]
-    fn only_the_istio_two_minor_jump_is_a_risk() {
-        let [a, b, c] =
-            [find("1.10.2"), find("1.11.0"), find("26.03")].map(|r| r.expect("release"));
+    fn only_the_istio_two_minor_jumps_are_a_risk() {
+        let [a, b, c, d] = [
+            find("1.10.2"),
+            find("1.11.0"),
+            find("26.03"),
+            find("26.03.1"),
+        ]
+        .map(|r| r.expect("release"));
         let risk = upgrade_risk(a, b).expect("1.26 -> 1.28 skips 1.27");
         assert!(
             risk.contains("1.26.1 -> 1.28.0") && risk.contains("2 minor"),
             "{risk}"
         );
-        assert_eq!(upgrade_risk(b, c), None, "1.28 -> 1.29 is one minor");
+        assert_eq!(
+            upgrade_risk(b, c),
+            None,
+            "1.28 -> 1.29 by label, and the images stay 1.28"
+        );
+        // 26.03 runs 1.28.0 under a 1.29.0 label: to 1.30.1 is two minors.
+        let risk = upgrade_risk(c, d).expect("1.28 -> 1.30 skips 1.29");
+        assert!(
+            risk.contains("1.28.0 -> 1.30.1") && risk.contains("bundles 1.29.0 -> 1.30.1"),
+            "{risk}"
+        );
     }
 
     #[test]
@@ -268,12 +347,20 @@ mod tests {
         assert!(check_change(Some("1.10.2"), "1.11.0", false).is_ok());
         assert!(check_change(Some("1.11.0"), "1.11.0", false).is_ok());
         assert!(check_change(Some("1.11.0"), "26.03", false).is_ok());
+        assert!(check_change(Some("26.03"), "26.03.1", false).is_ok());
+        assert!(matches!(
+            check_change(Some("1.11.0"), "26.03.1", false),
+            Err(ChangeRefused::Skip { .. })
+        ));
         assert!(matches!(
             check_change(Some("1.10.2"), "26.03", false),
             Err(ChangeRefused::Skip { .. })
         ));
         let err = check_change(None, "1.9.0", false).expect_err("unknown");
-        assert!(err.to_string().contains("1.10.2, 1.11.0, 26.03"), "{err}");
+        assert!(
+            err.to_string().contains("1.10.2, 1.11.0, 26.03, 26.03.1"),
+            "{err}"
+        );
         assert!(matches!(
             check_change(Some("1.11.0"), "1.10.2", false),
             Err(ChangeRefused::Downgrade { .. })

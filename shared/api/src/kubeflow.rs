@@ -116,7 +116,7 @@ pub struct KubeflowSpec {
 /// The Kubeflow releases the meta-operator knows, oldest first (its release
 /// table holds each one's component versions). The CRD refuses any other
 /// at `kubectl apply`.
-pub const RELEASES: &[&str] = &["1.10.2", "1.11.0", "26.03"];
+pub const RELEASES: &[&str] = &["1.10.2", "1.11.0", "26.03", "26.03.1"];
 
 fn release_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
