@@ -429,10 +429,18 @@ async fn announce(kf: &Kubeflow, ctx: &Context, old: &KubeflowStatus, new: &Kube
     let on = kf.object_ref(&());
     match (&old.upgrade, &new.upgrade) {
         (None, Some(u)) => {
-            let note = format!(
+            let mut note = format!(
                 "upgrading from Kubeflow {} to {}, one component at a time",
                 u.from, u.to
             );
+            // The risk is told with the start: the condition goes when the
+            // upgrade ends.
+            if let (Some(from), Some(to)) = (release::find(&u.from), release::find(&u.to))
+                && let Some(risk) = release::upgrade_risk(from, to)
+            {
+                note.push_str("; risk: ");
+                note.push_str(&risk);
+            }
             events::publish(&ctx.recorder, &on, false, "UpgradeStarted", "Upgrade", note).await;
         }
         (Some(u), None) if new.version.as_deref() == Some(u.to.as_str()) => {

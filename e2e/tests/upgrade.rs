@@ -1,0 +1,247 @@
+//! The upgrade from the previous release with live user objects: Kubeflow
+//! 26.03 -> 26.03.1 through the meta-operator, every component operator a
+//! process. The user's TrainJob, PyTorchJob, InferenceService, Argo Workflow
+//! and volume keep their uids and are not written; the two objects whose
+//! immutable fields change (JobSet's controller Deployment: its selector;
+//! KServe's `llmisvc-manager-rolebinding`: its `roleRef`) are recreated with
+//! an Event saying why; the Istio move (1.28.0 images to 1.30.1) is flagged.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, component_api, condition};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The user's objects, as (group, version, kind, plural, YAML).
+const USER_OBJECTS: [(&str, &str, &str, &str, &str); 5] = [
+    (
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "TrainJob",
+        "trainjobs",
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: user-job}\nspec:\n  runtimeRef: {name: torch-distributed}\n",
+    ),
+    (
+        "kubeflow.org",
+        "v1",
+        "PyTorchJob",
+        "pytorchjobs",
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: user-pytorch}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      template:\n        spec:\n          containers: [{name: pytorch, image: example.invalid/train:1}]\n",
+    ),
+    (
+        "serving.kserve.io",
+        "v1beta1",
+        "InferenceService",
+        "inferenceservices",
+        "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: user-model}\nspec:\n  predictor:\n    model:\n      modelFormat: {name: sklearn}\n      storageUri: s3://models/user-model\n",
+    ),
+    (
+        "argoproj.io",
+        "v1alpha1",
+        "Workflow",
+        "workflows",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: user-run}\nspec:\n  entrypoint: main\n  templates:\n  - name: main\n    container: {image: example.invalid/step:1}\n",
+    ),
+    (
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: user-data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+    ),
+];
+
+fn user_api(
+    client: &kube::Client,
+    ns: &str,
+    o: &(&str, &str, &str, &str, &str),
+) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(o.0, o.1, o.2), o.3);
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn name_of(yaml: &str) -> &str {
+    yaml.split("metadata: {name: ")
+        .nth(1)
+        .and_then(|r| r.split('}').next())
+        .unwrap_or("")
+}
+
+/// (uid, resourceVersion) of every user object.
+async fn user_state(
+    client: &kube::Client,
+    ns: &str,
+) -> Vec<(String, Option<String>, Option<String>)> {
+    let mut out = Vec::new();
+    for o in &USER_OBJECTS {
+        let obj = user_api(client, ns, o)
+            .get(name_of(o.4))
+            .await
+            .unwrap_or_else(|e| panic!("{} {}: {e}", o.2, name_of(o.4)));
+        out.push((o.2.to_string(), obj.uid(), obj.resource_version()));
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_be() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    kubeflow_e2e::demo::clear_leftovers(&client).await;
+    let ns = TestNamespace::new(&client, "upgrade").await;
+    let _ops: Vec<OperatorProcess> = [
+        "meta",
+        "istio",
+        "training",
+        "trainer",
+        "pipelines",
+        "serving",
+    ]
+    .iter()
+    .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
+    .collect();
+    let comps = "    istio: {managementState: Managed}\n    training: {managementState: Managed}\n    trainer: {managementState: Managed, spec: {runtimes: [torch-distributed]}}\n    pipelines: {managementState: Managed}\n    serving: {managementState: Managed}\n    devicePlugins: {managementState: Removed}\n";
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!("apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  components:\n{comps}"),
+    )
+    .await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let ready_at = |version: &'static str| {
+        let kfs = kfs.clone();
+        async move {
+            wait_for(&format!("Kubeflow Ready at {version}"), TIMEOUT, || async {
+                let kf = kfs.get("kubeflow").await.ok()?;
+                let (s, _, _, g) = condition(&kf, "Ready")?;
+                (s == "True"
+                    && g == kf.metadata.generation
+                    && kf.data.pointer("/status/version") == Some(&json!(version)))
+                .then_some(kf)
+            })
+            .await
+        }
+    };
+    ready_at("26.03").await;
+    for o in &USER_OBJECTS {
+        apply_yaml(&client, &ns.name, o.4).await;
+    }
+    let before = user_state(&client, &ns.name).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let jobset_uid = deployments
+        .get("jobset-controller-manager")
+        .await
+        .expect("JobSet's controller")
+        .uid();
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding_uid = bindings
+        .get("llmisvc-manager-rolebinding")
+        .await
+        .expect("KServe's binding")
+        .uid();
+
+    kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "26.03.1"}})).await;
+    ready_at("26.03.1").await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    let notes_of = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter(|e| e.reason.as_deref() == Some(reason))
+                        .filter_map(|e| e.note)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        }
+    };
+    let started = notes_of("UpgradeStarted").await;
+    assert!(
+        started
+            .iter()
+            .any(|n| n.contains("to 26.03.1") && n.contains("1.28.0 -> 1.30.1")),
+        "the start names the Istio images' two-minor move: {started:?}"
+    );
+
+    // Every child at its 26.03.1 version.
+    for (kind, version) in [
+        ("Trainer", "v2.2.0"),
+        ("Pipelines", "2.16.1"),
+        ("Serving", "v0.18.0"),
+        ("Istio", "1.30.1"),
+    ] {
+        let child = component_api(&client, &ns.name, kind)
+            .get("kubeflow")
+            .await
+            .expect("child");
+        assert_eq!(
+            child.data.pointer("/status/version"),
+            Some(&Value::from(version)),
+            "{kind}"
+        );
+        // Nothing held back (a CRD or claim refusing the new state would be).
+        assert_eq!(
+            condition(&child, "Degraded").map(|c| c.0).as_deref(),
+            Some("False"),
+            "{kind}: {:?}",
+            condition(&child, "Degraded")
+        );
+    }
+
+    // The user's objects: the same objects, never written.
+    assert_eq!(user_state(&client, &ns.name).await, before);
+
+    // What the API server will not change in place was recreated, and said so.
+    let jobset = deployments
+        .get("jobset-controller-manager")
+        .await
+        .expect("JobSet's controller");
+    assert_ne!(jobset.uid(), jobset_uid, "recreated for its new selector");
+    assert_eq!(
+        jobset
+            .spec
+            .and_then(|s| s.selector.match_labels)
+            .map(|l| l.len()),
+        Some(4)
+    );
+    let binding = bindings
+        .get("llmisvc-manager-rolebinding")
+        .await
+        .expect("KServe's binding");
+    assert_ne!(binding.uid(), binding_uid, "recreated for its new roleRef");
+    assert_eq!(binding.role_ref.name, "kserve-llmisvc-manager-role");
+    let notes = wait_for("the ObjectRecreated Events", TIMEOUT, || async {
+        let notes = notes_of("ObjectRecreated").await;
+        (notes
+            .iter()
+            .any(|n| n.contains("jobset-controller-manager"))
+            && notes
+                .iter()
+                .any(|n| n.contains("llmisvc-manager-rolebinding")))
+        .then_some(notes)
+    })
+    .await;
+    assert!(
+        notes
+            .iter()
+            .all(|n| n.contains("could not take the desired state (")),
+        "each names the API server's refusal: {notes:?}"
+    );
+
+    kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete("istio-system", &Default::default()).await;
+    ns.delete().await;
+}
