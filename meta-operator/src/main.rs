@@ -17,7 +17,7 @@ use clap::Parser;
 struct Cli {
     #[command(subcommand)]
     command: Option<kubeflow_operator::component::Command>,
-    /// Folder of bundles (for `images`): `<dir>/<component>/<version>/*.yaml`.
+    /// Folder of bundles (for `images` and `plan`): `<dir>/<component>/<version>/*.yaml`.
     #[arg(
         long,
         env = "MANIFESTS_DIR",
@@ -40,6 +40,10 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(kubeflow_operator::component::Command::Rbac) => {
             print!("{}", permissions::rules().to_yaml()?);
+            Ok(())
+        }
+        Some(kubeflow_operator::component::Command::Plan { from, to }) => {
+            print!("{}", release::plan(&cli.manifests_dir, &from, &to)?);
             Ok(())
         }
         Some(kubeflow_operator::component::Command::Images { version, detailed }) => {

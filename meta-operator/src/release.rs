@@ -191,6 +191,38 @@ pub fn check_change(
     Ok(&RELEASES[target])
 }
 
+/// What upgrading from Kubeflow `from` to `to` would do, component by
+/// component, from the bundles as upstream ships them (before the operators'
+/// transforms), with the upgrade's risks; refused as the operator would
+/// refuse the change (unknown, skipped or downgraded release).
+pub fn plan(manifests_dir: &std::path::Path, from: &str, to: &str) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let old = find(from).ok_or_else(|| ChangeRefused::Unknown(from.to_string(), known()))?;
+    let new = check_change(Some(from), to, false)?;
+    let mut out = format!("Kubeflow {from} -> {to}\n");
+    match upgrade_risk(old, new) {
+        Some(risk) => writeln!(out, "risk: {risk}")?,
+        None => writeln!(out, "risks: none known")?,
+    }
+    for c in ComponentKind::ORDER {
+        let (a, b) = (old.component(c), new.component(c));
+        match (a, b) {
+            (None, None) => continue,
+            (Some(a), Some(b)) if a == b => writeln!(out, "{c} {a}: unchanged")?,
+            (Some(a), Some(b)) => {
+                let load = |v: &str| -> anyhow::Result<Vec<kube::api::DynamicObject>> {
+                    Ok(kubeflow_operator::bundle::load(manifests_dir, c.name(), v)?.objects())
+                };
+                let plan = kubeflow_operator::upgrade_plan::Plan::compute(&load(a)?, &load(b)?);
+                write!(out, "{c} {a} -> {b}: {plan}")?;
+            }
+            (None, Some(b)) => writeln!(out, "{c}: installed at {b}")?,
+            (Some(a), None) => writeln!(out, "{c} {a}: not part of Kubeflow {to}")?,
+        }
+    }
+    Ok(out)
+}
+
 /// Every image a Kubeflow release would run, from its components' bundles as
 /// upstream ships them (every device-plugin version: those are chosen per CR).
 pub fn images(
@@ -338,6 +370,28 @@ mod tests {
         assert!(
             risk.contains("1.28.0 -> 1.30.1") && risk.contains("bundles 1.29.0 -> 1.30.1"),
             "{risk}"
+        );
+    }
+
+    #[test]
+    fn the_plan_to_26_03_1_names_the_recreations_and_the_risk() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests");
+        let text = plan(&dir, "26.03", "26.03.1").expect("a plan");
+        for line in [
+            "Kubeflow 26.03 -> 26.03.1",
+            "1.28.0 -> 1.30.1",
+            "training v1.9.2: unchanged",
+            "trainer v2.1.0 -> v2.2.0",
+            "recreated: Deployment kubeflow-system/jobset-controller-manager (immutable selector)",
+            "recreated: ClusterRoleBinding llmisvc-manager-rolebinding (immutable roleRef)",
+            "image newly run: registry.istio.io/release/pilot:1.30.1",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        assert!(!text.contains("held:"), "nothing held: {text}");
+        assert!(
+            plan(&dir, "1.11.0", "26.03.1").is_err(),
+            "a skip is refused"
         );
     }
 

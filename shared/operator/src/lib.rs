@@ -31,6 +31,7 @@ pub mod scope;
 pub mod status;
 pub mod telemetry;
 pub mod transform;
+pub mod upgrade_plan;
 pub mod validate;
 pub mod watches;
 

@@ -31,7 +31,7 @@ pub use error::ApplyError;
 pub use fields::drop_foreign_fields;
 pub use members::Member;
 pub use prune::Released;
-pub use recreation::{Held, summary as held_summary};
+pub use recreation::{Held, may_recreate, summary as held_summary};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;

@@ -52,6 +52,12 @@ pub enum OnRefusal {
     Keep(&'static str),
 }
 
+/// Whether objects of a kind (`Kind.group`) may be recreated at all (an
+/// object may still be kept for what its live state holds, see `on_refusal`).
+pub fn may_recreate(group_kind: &str) -> bool {
+    RECREATABLE.contains(&group_kind)
+}
+
 /// The decision for `desired` (whose live copy is `live`); `retained`: the
 /// component keeps the object beyond its own life (a kept volume or CRD).
 pub fn on_refusal(desired: &DynamicObject, live: &DynamicObject, retained: bool) -> OnRefusal {

@@ -27,6 +27,18 @@ pub enum Command {
         #[arg(long)]
         detailed: bool,
     },
+    /// Print what moving between two versions would do, from the bundles
+    /// alone: objects created, changed, pruned, released, recreated (and
+    /// why), CRD versions and images (for the meta-operator: Kubeflow
+    /// releases, component by component, with the upgrade's risks).
+    Plan {
+        /// The version installed.
+        #[arg(long)]
+        from: String,
+        /// The version to move to.
+        #[arg(long)]
+        to: String,
+    },
 }
 
 /// The whole `main` of a component operator: parse flags, run until SIGTERM.
@@ -42,6 +54,15 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
             let found = images_of(&component, &cli.args.manifests_dir, &version)
                 .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))?;
             print!("{}", crate::images::listing(&found, detailed));
+            Ok(())
+        }
+        Some(Command::Plan { from, to }) => {
+            let render = |v: &str| {
+                rendered_at(&component, &cli.args.manifests_dir, v)
+                    .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))
+            };
+            let plan = crate::upgrade_plan::Plan::compute(&render(&from)?, &render(&to)?);
+            print!("{} {from} -> {to}: {plan}", C::Resource::COMPONENT);
             Ok(())
         }
         None => {
@@ -74,6 +95,20 @@ pub fn images_of<C: Component>(
     manifests_dir: &std::path::Path,
     version: &str,
 ) -> Result<Vec<crate::images::Found>, Refusal> {
+    Ok(crate::images::find(&rendered_at(
+        component,
+        manifests_dir,
+        version,
+    )?))
+}
+
+/// The component's objects at `version`, rendered for plain Kubernetes in
+/// namespace `kubeflow` with the version's defaults.
+pub fn rendered_at<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    version: &str,
+) -> Result<Vec<DynamicObject>, Refusal> {
     let cr: C::Resource = serde_json::from_value(serde_json::json!({
         "apiVersion": C::Resource::api_version(&()),
         "kind": C::Resource::kind(&()),
@@ -88,6 +123,5 @@ pub fn images_of<C: Component>(
         namespace: "kubeflow",
         platform: Platform::Kubernetes,
     };
-    let rendered = component.render(&cr, &ctx, &C::Inputs::default())?;
-    Ok(crate::images::find(&rendered.objects))
+    Ok(component.render(&cr, &ctx, &C::Inputs::default())?.objects)
 }
