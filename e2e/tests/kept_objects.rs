@@ -311,6 +311,15 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     .await;
     assert!(message.contains("frozen by the test"), "{message}");
     assert!(message.contains("delete it yourself"), "{message}");
+    let wide = run_tool(
+        "kubectl",
+        &["get", "pipelines", "-n", &ns.name, "-o", "wide"],
+    );
+    let wide = String::from_utf8_lossy(&wide.stdout);
+    assert!(
+        wide.contains("DEGRADED") && wide.contains("LiveStateRefused"),
+        "-o wide says why: {wide}"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     let old_cm = cms
         .get("pipeline-install-config")

@@ -94,6 +94,13 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
         Some("WaitingForDependency")
     );
     assert_eq!(status_str(&kf, "/status/phase"), Some("Installing"));
+    // `kubectl get kubeflow` says which components wait and why, without -o yaml.
+    let table = kubeflow_e2e::run_tool("kubectl", &["get", "kubeflow", "-n", &ns.name]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("MESSAGE") && table.contains("waiting for") && table.contains("serving ("),
+        "{table}"
+    );
 
     // A field set on the child and not stated by the Kubeflow CR survives reconciles.
     kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 3}})).await;

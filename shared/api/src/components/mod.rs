@@ -1,7 +1,8 @@
 //! The six component kinds, and what the generic operator machinery needs to know of each.
 
 /// The CRD attributes every component kind shares: group, version, scope,
-/// the `kubeflow-all` category and the Ready/Reason/Age columns. Each kind
+/// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
+/// `-o wide`, Degraded's reason and Ready's message). Each kind
 /// names itself, its description (`kubectl explain`'s first line), its
 /// status type, its schema derive and its leading columns.
 macro_rules! component_crd {
@@ -38,6 +39,19 @@ macro_rules! component_crd {
                 name = "Age",
                 type_ = "date",
                 json_path = ".metadata.creationTimestamp"
+            ),
+            // -o wide: why it is Degraded, and what Ready says.
+            printcolumn(
+                name = "Degraded",
+                type_ = "string",
+                json_path = ".status.conditions[?(@.type==\"Degraded\")].reason",
+                priority = 1
+            ),
+            printcolumn(
+                name = "Message",
+                type_ = "string",
+                json_path = ".status.conditions[?(@.type==\"Ready\")].message",
+                priority = 1
             )
         )]
         #[serde(rename_all = "camelCase")]
