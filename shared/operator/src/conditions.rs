@@ -165,7 +165,31 @@ pub mod reason {
     pub const LIVE_STATE_REFUSED: Reason = Reason::LiveStateRefused;
 }
 
+/// The longest condition message written, in bytes. The CRDs allow 32,768;
+/// a message that echoes user input (a 100 KB value refused) would make the
+/// status write fail and leave the old verdict standing, so it is cut well
+/// below.
+pub const MESSAGE_MAX: usize = 4096;
+
+/// `message` cut to `MESSAGE_MAX` bytes on a character boundary, saying how
+/// much was left out.
+pub fn bounded(message: &str) -> String {
+    if message.len() <= MESSAGE_MAX {
+        return message.to_string();
+    }
+    let mut end = MESSAGE_MAX - 64;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... ({} more bytes left out)",
+        &message[..end],
+        message.len() - end
+    )
+}
+
 /// Sets a condition, keeping `lastTransitionTime` unless the status changes.
+/// The message is bounded (see `MESSAGE_MAX`).
 pub fn set(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -175,6 +199,8 @@ pub fn set(
     generation: Option<i64>,
 ) {
     let status = if status { "True" } else { "False" }.to_string();
+    let message = bounded(message);
+    let message = message.as_str();
     let now = Time(jiff::Timestamp::now());
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
@@ -215,4 +241,35 @@ pub fn same(a: &[Condition], b: &[Condition]) -> bool {
                     && x.observed_generation == y.observed_generation
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_quoting_a_huge_value_is_cut_below_the_crd_bound() {
+        let huge = format!(
+            "spec.nodeSelector.zone: {} is not a label value",
+            "é".repeat(60_000)
+        );
+        let mut conds = Vec::new();
+        set(
+            &mut conds,
+            READY,
+            false,
+            Reason::InvalidSpec,
+            &huge,
+            Some(2),
+        );
+        let message = &conds[0].message;
+        assert!(message.len() <= MESSAGE_MAX, "{}", message.len());
+        assert!(message.starts_with("spec.nodeSelector.zone: "));
+        assert!(
+            message.ends_with("more bytes left out)"),
+            "{}",
+            &message[message.len() - 40..]
+        );
+        assert_eq!(bounded("short"), "short");
+    }
 }

@@ -78,11 +78,12 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// A refusal.
+    /// A refusal; its message bounded (it may quote user input, and it is
+    /// logged and written into the status).
     pub fn new(reason: conditions::Reason, message: impl Into<String>) -> Self {
         Refusal {
             reason,
-            message: message.into(),
+            message: conditions::bounded(&message.into()),
         }
     }
 }
