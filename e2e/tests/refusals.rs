@@ -139,6 +139,12 @@ async fn bad_input_is_refused_and_writes_nothing() {
     .await;
     assert_eq!(written(&client, &ns.name, "training").await, 0);
 
+    // A digest map named by no ConfigMap name: refused naming the field, at
+    // the CR's generation (the read failed before, with no status at all).
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: digests}\nspec: {version: v1.9.2, imageDigests: ../x}\n").await;
+    refused(&trainings, "digests", "InvalidSpec", "spec.imageDigests").await;
+    assert_eq!(written(&client, &ns.name, "training").await, 0);
+
     // Serverless without Knative.
     let servings = component_api(&client, &ns.name, "Serving");
     apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: serverless}\nspec: {version: v0.16.0, deploymentMode: Serverless}\n").await;

@@ -48,9 +48,43 @@ pub fn resources(field: &str, r: &ResourceRequirements) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `name` is a DNS subdomain, the form of most object names
+/// (ConfigMaps, Secrets): lowercase letters, digits, '-' and '.', starting
+/// and ending with a letter or digit, at most 253 characters.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 253
+        && bytes.first().copied().is_some_and(alnum)
+        && bytes.last().copied().is_some_and(alnum)
+        && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.')
+        && !name.contains("..")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn object_names() {
+        for ok in ["digests", "kf-digests.v2", "a"] {
+            assert!(is_dns_subdomain(ok), "{ok}");
+        }
+        let long = "a".repeat(254);
+        for bad in [
+            "",
+            "../x",
+            "Digests",
+            "-x",
+            "x-",
+            "a..b",
+            "a/b",
+            long.as_str(),
+        ] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn image_references() {

@@ -44,11 +44,18 @@ pub(super) async fn apply<C: Component>(
     let old = current_status(cr);
     let mut status = old.clone();
     status.observed_generation = cr.meta().generation;
-    let platform = platform_of(cr, ctx).await?;
+    // A failure before the apply (platform detection, reading what the CR
+    // points at) ends the reconcile with a verdict at this generation too:
+    // the old Ready must not stand while nothing is reconciled.
+    let platform = match platform_of(cr, ctx).await {
+        Ok(p) => p,
+        Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
+    };
     status.platform = Some(platform);
-    let rendered = match render(cr, ctx, platform).await? {
-        Ok(r) => r,
-        Err(refusal) => return refuse(cr, ctx, status, refusal).await,
+    let rendered = match render(cr, ctx, platform).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
+        Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
     };
     let version = rendered.version.clone();
     let outcome = match apply_rendered(cr, ctx, rendered.objects, &version).await {
@@ -90,6 +97,33 @@ pub(super) async fn apply<C: Component>(
     } else {
         Duration::from_secs(30)
     }))
+}
+
+/// Ends a reconcile that failed before the apply: Ready false at this
+/// generation with the error, Degraded once the same error repeats; the
+/// error goes back to the controller for its backoff.
+async fn failed_before_apply<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: &ComponentStatus,
+    mut status: ComponentStatus,
+    error: ReconcileError,
+) -> Result<Action, ReconcileError> {
+    let message = error.to_string();
+    let repeats = ctx.repeats(cr, &message);
+    crate::status::failed(reason::API_ERROR, &message, repeats)
+        .apply(&mut status.conditions, cr.meta().generation);
+    announce_failure(
+        cr,
+        ctx,
+        &old.conditions,
+        &status.conditions,
+        reason::API_ERROR,
+    )
+    .await;
+    write_status(cr, ctx, &status, serde_json::Map::new()).await?;
+    record_gauges(cr, ctx, &status, false);
+    Err(error)
 }
 
 /// Where the CR installs, what it points at, and its objects: the
@@ -148,6 +182,15 @@ async fn pin_digests<C: Component>(
     objects: &mut [DynamicObject],
 ) -> Result<Result<(), Refusal>, ReconcileError> {
     let field = "spec.imageDigests";
+    if !crate::validate::is_dns_subdomain(name) {
+        return Ok(Err(Refusal::new(
+            reason::INVALID_SPEC,
+            format!(
+                "{field}: {:?} is not a ConfigMap name (lowercase letters, digits, '-' and '.', at most 253)",
+                crate::conditions::bounded(name)
+            ),
+        )));
+    }
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(ctx.client.clone(), namespace);
     let Some(cm) = cms
