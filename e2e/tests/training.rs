@@ -241,6 +241,54 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     }
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
 
+    // An aggregation label added to the operator's ClusterRole would hand its
+    // rules (Secrets cluster-wide) to every holder of `view`: removed within
+    // a second, and `view` is back to what it was.
+    let secrets_in_view = |role: &ClusterRole| {
+        role.rules.iter().flatten().any(|r| {
+            r.resources
+                .iter()
+                .flatten()
+                .any(|x| x == "secrets" || x == "*")
+        })
+    };
+    assert!(!secrets_in_view(&roles.get("view").await.expect("view")));
+    let label =
+        json!({"metadata": {"labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}});
+    let started = Instant::now();
+    roles
+        .patch(
+            "training-operator",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .expect("label the operator's ClusterRole");
+    wait_for(
+        "the aggregation label to go",
+        Duration::from_secs(10),
+        || async {
+            let role = roles.get("training-operator").await.ok()?;
+            (!role
+                .labels()
+                .contains_key("rbac.authorization.k8s.io/aggregate-to-view"))
+            .then_some(())
+        },
+    )
+    .await;
+    let took = started.elapsed();
+    eprintln!("aggregation label removed in {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    wait_for(
+        "view without Secrets again",
+        Duration::from_secs(30),
+        || async {
+            let view = roles.get("view").await.ok()?;
+            (!secrets_in_view(&view)).then_some(())
+        },
+    )
+    .await;
+
     // Bad input: a clear Degraded condition, nothing on the cluster changes.
     let rv = deployments
         .get("training-operator")

@@ -89,6 +89,27 @@ pub(super) fn skip_reconcile(obj: &DynamicObject) -> bool {
             .is_some_and(|v| v == "true")
 }
 
+/// Label prefixes that change what an object means wherever they are: a
+/// ClusterRole labelled `rbac.authorization.k8s.io/aggregate-to-view` hands
+/// its rules (Secrets, pods/exec) to every holder of the built-in `view`.
+const MEANING_LABELS: &[&str] = &["rbac.authorization.k8s.io/aggregate-to-"];
+
+/// Labels of the live object that change its meaning and that the desired
+/// object does not set: someone else added them, and server-side apply
+/// would leave them (they are another manager's), so they are removed.
+pub(super) fn foreign_meaning_labels(desired: &DynamicObject, live: &DynamicObject) -> Vec<String> {
+    let wanted = desired.metadata.labels.as_ref();
+    live.metadata
+        .labels
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| MEANING_LABELS.iter().any(|p| k.starts_with(p)))
+        .filter(|k| !wanted.is_some_and(|w| w.contains_key(*k)))
+        .cloned()
+        .collect()
+}
+
 /// A volume someone grew is theirs: when the live claim requests more
 /// storage than the desired one, the desired request becomes the live one,
 /// so the grown size is neither drift nor a shrink the API server refuses
@@ -215,6 +236,30 @@ mod tests {
         .expect("object");
         keep_grown_volume(&mut pod, &live("50Gi"));
         assert_eq!(request(&pod), "1Gi");
+    }
+
+    #[test]
+    fn an_aggregation_label_someone_added_is_foreign_and_ours_is_not() {
+        let role = |labels: Value| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "training-operator", "labels": labels},
+            }))
+            .expect("role")
+        };
+        let desired =
+            role(json!({"app": "x", "rbac.authorization.k8s.io/aggregate-to-edit": "true"}));
+        let live = role(json!({
+            "app": "x", "team": "ml",
+            "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+            "rbac.authorization.k8s.io/aggregate-to-view": "true",
+        }));
+        assert_eq!(
+            foreign_meaning_labels(&desired, &live),
+            vec!["rbac.authorization.k8s.io/aggregate-to-view".to_string()],
+            "another label (team) stays theirs; our own aggregation label is ours"
+        );
+        assert!(foreign_meaning_labels(&desired, &desired).is_empty());
     }
 
     #[test]

@@ -9,7 +9,9 @@ use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::fields::{drop_foreign_fields, keep_grown_volume, skip_reconcile, with_value};
+use super::fields::{
+    drop_foreign_fields, foreign_meaning_labels, keep_grown_volume, skip_reconcile, with_value,
+};
 use super::{ApplyError, ApplyRequest, CONCURRENCY, Engine, ObjectKey, describe, diff, responses};
 use crate::discovery::Resolved;
 use crate::inventory;
@@ -124,6 +126,13 @@ impl Engine {
                             object: describe(&desired),
                             source: kube::Error::SerdeError(e),
                         })?;
+                        // A label that changes the object's meaning, added by
+                        // someone else, is drift though the fields we set agree.
+                        let why = why.or_else(|| {
+                            let foreign = foreign_meaning_labels(&desired, &slim);
+                            (!foreign.is_empty())
+                                .then(|| format!("unwanted label {}", foreign.join(", ")))
+                        });
                         // An object opted out of repair has no reason to be written.
                         let why = why.filter(|_| !skip_reconcile(&slim));
                         (Some(slim), why)

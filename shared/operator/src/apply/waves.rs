@@ -11,7 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 
-use super::fields::skip_reconcile;
+use super::fields::{foreign_meaning_labels, skip_reconcile};
 use super::memo::slim;
 use super::plan::{Decisions, Planned};
 use super::responses;
@@ -111,7 +111,45 @@ impl Engine {
         } else {
             self.patch_as_schema_settles(&p).await?
         };
+        let written = match p.live.as_ref() {
+            Some(live) => {
+                let foreign = foreign_meaning_labels(&p.desired, live);
+                if foreign.is_empty() {
+                    written
+                } else {
+                    self.remove_labels(&p, &foreign).await?
+                }
+            }
+            None => written,
+        };
         Ok((p, Some(written)))
+    }
+
+    /// Removes labels another manager added (server-side apply cannot: they
+    /// are not ours); a merge patch under our field manager.
+    async fn remove_labels(
+        &self,
+        p: &Planned,
+        keys: &[String],
+    ) -> Result<DynamicObject, ApplyError> {
+        let Some(resolved) = &p.resolved else {
+            return self.patch(p).await;
+        };
+        let labels: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .map(|k| (k.clone(), serde_json::Value::Null))
+            .collect();
+        let patch = serde_json::json!({"metadata": {"labels": labels}});
+        let params = PatchParams {
+            field_manager: Some(self.manager.clone()),
+            ..PatchParams::default()
+        };
+        let name = p.desired.metadata.name.as_deref().unwrap_or("");
+        self.api(resolved, p.desired.metadata.namespace.as_deref())
+            .patch(name, &params, &kube::api::Patch::Merge(&patch))
+            .await
+            .map(|o| slim(&o))
+            .map_err(|source| classify("remove labels of", &p.desired, source))
     }
 
     /// Server-side apply of a custom resource right after its CRD changed:
