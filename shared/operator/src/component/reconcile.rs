@@ -69,12 +69,12 @@ pub(super) async fn apply<C: Component>(
         } => {
             // Rendered and tried: whatever was refused before is resolved.
             ctx.forget_refusal(cr);
-            crate::status::failed(reason, &message, repeats)
-                .apply(&mut status.conditions, cr.meta().generation);
-            announce_failure(cr, ctx, &old.conditions, &status.conditions, reason).await;
-            write_status(cr, ctx, &status, serde_json::Map::new()).await?;
-            record_gauges(cr, ctx, &status, false);
-            return Err(error.into());
+            let failure = Failure {
+                reason,
+                message: &message,
+                repeats,
+            };
+            return report_failure(cr, ctx, &old, status, failure, error.into()).await;
         }
     };
     ctx.forget_failures(cr);
@@ -106,21 +106,40 @@ async fn failed_before_apply<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
     old: &ComponentStatus,
-    mut status: ComponentStatus,
+    status: ComponentStatus,
     error: ReconcileError,
 ) -> Result<Action, ReconcileError> {
     let message = error.to_string();
     let repeats = ctx.repeats(cr, &message);
-    crate::status::failed(reason::API_ERROR, &message, repeats)
+    let failure = Failure {
+        reason: reason::API_ERROR,
+        message: &message,
+        repeats,
+    };
+    report_failure(cr, ctx, old, status, failure, error).await
+}
+
+/// A passing failure as the status tells it.
+struct Failure<'a> {
+    reason: conditions::Reason,
+    message: &'a str,
+    repeats: u32,
+}
+
+/// Writes a failed reconcile's verdict (Ready false at this generation,
+/// Degraded once it repeats), its Event when news, and the gauges; hands the
+/// error back to the controller for its backoff.
+async fn report_failure<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: &ComponentStatus,
+    mut status: ComponentStatus,
+    failure: Failure<'_>,
+    error: ReconcileError,
+) -> Result<Action, ReconcileError> {
+    crate::status::failed(failure.reason, failure.message, failure.repeats)
         .apply(&mut status.conditions, cr.meta().generation);
-    announce_failure(
-        cr,
-        ctx,
-        &old.conditions,
-        &status.conditions,
-        reason::API_ERROR,
-    )
-    .await;
+    announce_failure(cr, ctx, &old.conditions, &status.conditions, failure.reason).await;
     write_status(cr, ctx, &status, serde_json::Map::new()).await?;
     record_gauges(cr, ctx, &status, false);
     Err(error)
