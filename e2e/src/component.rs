@@ -260,3 +260,22 @@ pub async fn merge(
     .await
     .unwrap_or_else(|e| panic!("cannot patch {name}: {e}"))
 }
+
+/// Waits until the `Kubeflow` CR `name` is Ready at its current generation
+/// and reports `version` reached; returns it.
+pub async fn ready_at(
+    api: &Api<DynamicObject>,
+    name: &str,
+    version: &str,
+    timeout: Duration,
+) -> DynamicObject {
+    wait_for(&format!("{name} Ready at {version}"), timeout, || async {
+        let kf = api.get(name).await.ok()?;
+        let (s, _, _, g) = condition(&kf, "Ready")?;
+        (s == "True"
+            && g == kf.metadata.generation
+            && kf.data.pointer("/status/version") == Some(&Value::from(version)))
+        .then_some(kf)
+    })
+    .await
+}

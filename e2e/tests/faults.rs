@@ -130,6 +130,15 @@ async fn a_workload_that_cannot_start_says_why() {
     let ns = TestNamespace::new(&client, "no-pods").await;
     // No pod may be created in this namespace.
     apply_yaml(&client, &ns.name, "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: no-pods}\nspec: {hard: {pods: \"0\"}}\n").await;
+    // The quota binds once the controller manager has counted it; before
+    // that, a pod creation fails with another message.
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait_for("the quota counted", TIMEOUT, || async {
+        let q = quotas.get("no-pods").await.ok()?;
+        q.status?.hard?.contains_key("pods").then_some(())
+    })
+    .await;
     let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
     let trainings = component_api(&client, &ns.name, "Training");
     apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;

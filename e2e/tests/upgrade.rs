@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, component_api, condition};
+use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, component_api, condition, ready_at};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -126,21 +126,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     )
     .await;
     let kfs = component_api(&client, &ns.name, "Kubeflow");
-    let ready_at = |version: &'static str| {
-        let kfs = kfs.clone();
-        async move {
-            wait_for(&format!("Kubeflow Ready at {version}"), TIMEOUT, || async {
-                let kf = kfs.get("kubeflow").await.ok()?;
-                let (s, _, _, g) = condition(&kf, "Ready")?;
-                (s == "True"
-                    && g == kf.metadata.generation
-                    && kf.data.pointer("/status/version") == Some(&json!(version)))
-                .then_some(kf)
-            })
-            .await
-        }
-    };
-    ready_at("26.03").await;
+    ready_at(&kfs, "kubeflow", "26.03", TIMEOUT).await;
     for o in &USER_OBJECTS {
         apply_yaml(&client, &ns.name, o.4).await;
     }
@@ -159,7 +145,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         .uid();
 
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "26.03.1"}})).await;
-    ready_at("26.03.1").await;
+    ready_at(&kfs, "kubeflow", "26.03.1", TIMEOUT).await;
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), &ns.name);
     let notes_of = |reason: &'static str| {

@@ -66,6 +66,13 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
             if let Some(digests) = &kf.spec.image_digests {
                 spec.entry("imageDigests").or_insert_with(|| json!(digests));
             }
+            // Approval is the Kubeflow CR's (see approval.rs): a component
+            // entry's own approvedPlan would bypass the release's digest.
+            spec.remove("approvedPlan");
+            if let Some(strategy) = kf.spec.upgrade_strategy {
+                spec.entry("upgradeStrategy")
+                    .or_insert_with(|| serde_json::to_value(strategy).unwrap_or(Value::Null));
+            }
             Child {
                 component,
                 managed,

@@ -1,5 +1,6 @@
 //! kubeflow-meta-operator: turns `Kubeflow` custom resources into component custom resources.
 
+mod approval;
 mod children;
 mod component_kind;
 mod permissions;
@@ -9,11 +10,13 @@ mod release;
 mod status;
 mod summary;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
-/// Turns one Kubeflow custom resource into the six component custom resources.
-#[derive(Parser)]
-#[command(version)]
+/// Turns `Kubeflow` custom resources into one custom resource per component
+/// (Istio, Pipelines, Serving, Training, Trainer, DevicePlugins), which the
+/// component operators install.
+#[derive(clap::Parser)]
+#[command(version, after_help = kubeflow_operator::component::ENVIRONMENT_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Option<kubeflow_operator::component::Command>,
@@ -36,13 +39,25 @@ static ALLOCATOR: kubeflow_operator::Allocator = kubeflow_operator::Allocator;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // The shared subcommands take a component version; here, a release.
+    let command = Cli::command()
+        .mut_subcommand("images", |images| {
+            images.mut_arg("version", |v| {
+                v.help("The Kubeflow release (a row of the release table, e.g. 26.03.1)")
+            })
+        })
+        .mut_subcommand("plan", |plan| {
+            plan.mut_arg("from", |v| v.help("The Kubeflow release installed"))
+                .mut_arg("to", |v| v.help("The Kubeflow release to move to"))
+                .mut_arg("namespace", |v| v.hide(true))
+        });
+    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     match cli.command {
         Some(kubeflow_operator::component::Command::Rbac) => {
             print!("{}", permissions::rules().to_yaml()?);
             Ok(())
         }
-        Some(kubeflow_operator::component::Command::Plan { from, to }) => {
+        Some(kubeflow_operator::component::Command::Plan { from, to, .. }) => {
             print!("{}", release::plan(&cli.manifests_dir, &from, &to)?);
             Ok(())
         }

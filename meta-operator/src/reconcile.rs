@@ -25,6 +25,8 @@ use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
 use kubeflow_operator::telemetry::metrics::ComponentRef;
 use kubeflow_operator::{events, labels, platform, watches};
+
+use crate::approval;
 use serde_json::Value;
 
 use crate::children;
@@ -217,11 +219,17 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         .await
         .map_err(|e| Error::Api("detect the platform", e))?;
     status.platform = Some(resolved);
-    let wanted = match wanted_children(kf, &old, resolved) {
+    let mut wanted = match wanted_children(kf, &old, resolved) {
         Ok(w) => w,
         Err((r, message)) => return refuse(kf, ctx, status, r, &message).await,
     };
     let live = live_children(ctx, kf).await?;
+    // The components' plans towards this release, approved as one.
+    let release_plan =
+        approval::release_plan(&wanted, &live, old.version.as_deref(), &kf.spec.version);
+    if let Some(p) = &release_plan {
+        approval::approve(&mut wanted, p, kf.spec.approved_plan.as_deref());
+    }
     let plan = plan::plan(&wanted, &live);
     let outcome = match apply_children(kf, ctx, &plan).await {
         Ok(o) => o,
@@ -246,6 +254,12 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         old.version.as_deref(),
         generation,
         &seen,
+    );
+    crate::status::with_release_plan(
+        &mut status,
+        release_plan,
+        kf.spec.approved_plan.as_deref(),
+        generation,
     );
     // A child CR whose live state refuses ours is never deleted to be
     // recreated (that would uninstall its component): a person must act.
@@ -451,6 +465,25 @@ async fn announce(kf: &Kubeflow, ctx: &Context, old: &KubeflowStatus, new: &Kube
             events::publish(&ctx.recorder, &on, false, "Upgraded", "Upgrade", note).await;
         }
         _ => {}
+    }
+    // A plan waiting for approval, told once per plan (a new digest is news).
+    if let Some(plan) = new.upgrade_plan.as_ref().filter(|p| p.awaiting_approval)
+        && old
+            .upgrade_plan
+            .as_ref()
+            .map(|p| (&p.digest, p.awaiting_approval))
+            != Some((&plan.digest, true))
+    {
+        let note = approval::awaiting_message(plan, None);
+        events::publish(
+            &ctx.recorder,
+            &on,
+            false,
+            "UpgradeAwaitingApproval",
+            "Upgrade",
+            note,
+        )
+        .await;
     }
     if events::became_true(&old.conditions, &new.conditions, READY) {
         let note = format!(

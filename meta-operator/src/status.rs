@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use kube::api::DynamicObject;
-use kubeflow_api::kubeflow::{ComponentSummary, KubeflowStatus, Phase, UpgradeStatus};
+use kubeflow_api::kubeflow::{ComponentSummary, KubeflowStatus, Phase, ReleasePlan, UpgradeStatus};
 use kubeflow_operator::conditions::{self, Reason, reason};
 use kubeflow_operator::status::Verdict;
 
@@ -75,6 +75,43 @@ pub fn after_apply(
     }
     status.components = summaries;
     all_ready
+}
+
+/// The release plan into the status while an upgrade is under way; while
+/// it waits for approval, the phase and the Ready message say so and name
+/// the digest to approve.
+pub fn with_release_plan(
+    status: &mut KubeflowStatus,
+    plan: Option<ReleasePlan>,
+    approved: Option<&str>,
+    generation: Option<i64>,
+) {
+    let Some(plan) = plan else {
+        status.upgrade_plan = None;
+        return;
+    };
+    if plan.awaiting_approval {
+        let message = crate::approval::awaiting_message(&plan, approved);
+        for type_ in [conditions::READY, conditions::PROGRESSING] {
+            let (value, r) = if type_ == conditions::READY {
+                (false, reason::AWAITING_APPROVAL)
+            } else {
+                (true, reason::AWAITING_APPROVAL)
+            };
+            conditions::set(
+                &mut status.conditions,
+                type_,
+                value,
+                r,
+                &message,
+                generation,
+            );
+        }
+        if status.phase != Some(Phase::Degraded) {
+            status.phase = Some(Phase::AwaitingApproval);
+        }
+    }
+    status.upgrade_plan = Some(plan);
 }
 
 /// Conditions and phase while some managed component is not ready: still

@@ -60,6 +60,18 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
         )
     } else if text("status").as_deref() != Some("True") {
         (false, text("reason"), text("message"))
+    } else if crate::approval::child_awaits(child, live) {
+        let progressing = status
+            .and_then(|s| s.get("conditions"))
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Progressing"))
+            })
+            .and_then(|c| c.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        (false, Some(reason::AWAITING_APPROVAL.into()), progressing)
     } else if version.is_some() && deployed != version.as_deref() {
         (
             false,

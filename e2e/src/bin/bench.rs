@@ -11,7 +11,9 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_e2e::component::{
     ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, sweep,
@@ -76,6 +78,38 @@ async fn wait_ready(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
         (s == "True" && g == o.metadata.generation).then_some(())
     })
     .await;
+}
+
+/// Wall time of computing the 26.03 -> 26.03.1 plans of every component
+/// whose version changes (each binary's `plan`, rendering both versions
+/// from the bundles), summed, per trial.
+fn plan_times(trials: usize) -> Vec<f64> {
+    // The versions that change in the release table (training stays v1.9.2).
+    const MOVES: [(&str, &str, &str); 4] = [
+        ("istio", "1.29.0", "1.30.1"),
+        ("trainer", "v2.1.0", "v2.2.0"),
+        ("pipelines", "2.16.0", "2.16.1"),
+        ("serving", "v0.16.0", "v0.18.0"),
+    ];
+    (0..trials)
+        .map(|_| {
+            MOVES
+                .iter()
+                .map(|(c, from, to)| {
+                    let start = Instant::now();
+                    let out = std::process::Command::new(kubeflow_e2e::operator::binary(&format!(
+                        "kubeflow-{c}-operator"
+                    )))
+                    .args(["plan", "--from", from, "--to", to])
+                    .env("MANIFESTS_DIR", kubeflow_e2e::manifests_dir())
+                    .output()
+                    .expect("run plan");
+                    assert!(out.status.success(), "{c} plan: {out:?}");
+                    ms(start.elapsed())
+                })
+                .sum()
+        })
+        .collect()
 }
 
 /// Deletes an object, then times until a new one with another uid is announced by a watch.
@@ -279,6 +313,7 @@ async fn main() {
     let mut last_ns = None;
     let mut work_s: Vec<f64> = Vec::new();
     let mut work_by_operator: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut upgrade_s: Vec<f64> = Vec::new();
     let reconcile_time = "controller_runtime_reconcile_time_seconds_sum{";
     for trial in 0..trials {
         let ns = TestNamespace::new(&client, "bench-ready").await;
@@ -303,6 +338,17 @@ async fn main() {
                 first_install_cpu.insert(name.to_string(), proc_usage(op.pid()));
             }
         }
+        // The release upgrade from there, to Ready at the new release.
+        let start = Instant::now();
+        api.patch(
+            "kubeflow",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "26.03.1"}})),
+        )
+        .await
+        .expect("upgrade to 26.03.1");
+        kubeflow_e2e::component::ready_at(&api, "kubeflow", "26.03.1", LONG).await;
+        upgrade_s.push(start.elapsed().as_secs_f64());
         if trial + 1 < trials {
             delete_and_wait(&api, "kubeflow", LONG).await;
             ns.delete().await;
@@ -312,7 +358,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 5 components".into(),
+        "Time to Ready, Kubeflow with 6 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -339,6 +385,27 @@ async fn main() {
         ),
         trials.to_string(),
     ));
+    table.push((
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 6 components".into(),
+        format!(
+            "p50 {:.1} s, max {:.1} s",
+            stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),
+            stats(upgrade_s.clone())["max"].as_f64().unwrap_or(0.0)
+        ),
+        trials.to_string(),
+    ));
+    results.insert("upgrade_to_ready_s".into(), stats(upgrade_s));
+    let plan_ms = plan_times(trials);
+    table.push((
+        "Upgrade plan 26.03 -> 26.03.1 (`plan`, each component binary, summed)".into(),
+        format!(
+            "p50 {:.0} ms, max {:.0} ms",
+            stats(plan_ms.clone())["p50"].as_f64().unwrap_or(0.0),
+            stats(plan_ms.clone())["max"].as_f64().unwrap_or(0.0)
+        ),
+        trials.to_string(),
+    ));
+    results.insert("upgrade_plan_ms".into(), stats(plan_ms));
     results.insert("time_to_ready_s".into(), stats(ready_s));
     results.insert("time_to_ready_reconcile_s".into(), work);
     results.insert(

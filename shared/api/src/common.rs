@@ -46,6 +46,17 @@ pub enum CrdPolicy {
     Delete,
 }
 
+/// How a change of version is applied.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum UpgradeStrategy {
+    /// Apply the new version at once (its plan is still published in the status).
+    #[default]
+    Automatic,
+    /// Publish the plan and keep the installed version (repaired as usual)
+    /// until `approvedPlan` names the plan's digest.
+    Manual,
+}
+
 /// Settings every component shares: its version and how its controller workloads run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -99,6 +110,34 @@ pub struct CommonSpec {
     /// Whether the component's CRDs are kept (Retain, default) or deleted on removal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crd_policy: Option<CrdPolicy>,
+    /// Automatic (default) or Manual: under Manual a change of `version`
+    /// waits, with its plan in `status.upgradePlan`, until `approvedPlan` is
+    /// that plan's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_strategy: Option<UpgradeStrategy>,
+    /// The digest of the upgrade plan approved (`status.upgradePlan.digest`);
+    /// a plan that changes needs a new approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub approved_plan: Option<String>,
+}
+
+/// What a change of version does, published before it is applied.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradePlanStatus {
+    /// The version installed when the plan was made.
+    pub from: String,
+    /// The version asked for.
+    pub to: String,
+    /// The plan's digest, the value `approvedPlan` takes to approve it.
+    pub digest: String,
+    /// One line of counts: created, changed, pruned, released, recreated, held.
+    pub summary: String,
+    /// The whole plan, one line per object (cut at 16 KiB).
+    pub details: String,
+    /// Whether the change waits for `approvedPlan` (upgradeStrategy Manual).
+    pub awaiting_approval: bool,
 }
 
 /// Readiness of one workload the component manages.
@@ -165,6 +204,10 @@ pub struct ComponentStatus {
     /// Objects a prune kept and released; an entry goes when its object is deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub released: Vec<ReleasedObject>,
+    /// The plan of the latest change of version: the one waiting for
+    /// approval, or the one last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_plan: Option<UpgradePlanStatus>,
 }
 
 /// The schema of a `conditions` list, as the API conventions ask: a map

@@ -5,7 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::Platform;
+use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
     device_plugins::DevicePluginsSpec, istio::IstioSpec, pipelines::PipelinesSpec,
     serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
@@ -117,6 +117,16 @@ pub struct KubeflowSpec {
     /// The components to install and their settings.
     #[serde(default)]
     pub components: KubeflowComponents,
+    /// Automatic (default) or Manual: under Manual a change of `version`
+    /// waits, with every component's plan in `status.upgradePlan`, until
+    /// `approvedPlan` is the plan's digest (passed to every component).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_strategy: Option<UpgradeStrategy>,
+    /// The digest of the release upgrade plan approved
+    /// (`status.upgradePlan.digest`); a plan that changes needs a new approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub approved_plan: Option<String>,
 }
 
 /// The Kubeflow releases the meta-operator knows, oldest first (its release
@@ -139,6 +149,8 @@ pub enum Phase {
     Installing,
     /// Components are moving to a new release.
     Upgrading,
+    /// A new release's plan waits for `spec.approvedPlan` (upgradeStrategy Manual).
+    AwaitingApproval,
     /// Every managed component is Ready.
     Ready,
     /// The spec cannot be applied, or a component failed.
@@ -176,6 +188,40 @@ pub struct UpgradeStatus {
     pub to: String,
 }
 
+/// A release upgrade's plan: every component's, and one digest for them all.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleasePlan {
+    /// Release installed.
+    pub from: String,
+    /// Release asked for.
+    pub to: String,
+    /// The digest `spec.approvedPlan` takes to approve every component's plan.
+    pub digest: String,
+    /// Whether the upgrade waits for `spec.approvedPlan`.
+    pub awaiting_approval: bool,
+    /// Each component's plan in brief (the whole plan is in the component
+    /// CR's `status.upgradePlan`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentPlan>,
+}
+
+/// One component's part of a release plan.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentPlan {
+    /// Component name, e.g. "serving".
+    pub name: String,
+    /// Version installed.
+    pub from: String,
+    /// Version asked for.
+    pub to: String,
+    /// The component plan's digest.
+    pub digest: String,
+    /// Its counts: created, changed, pruned, released, recreated, held.
+    pub summary: String,
+}
+
 /// Observed state of a Kubeflow installation.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -205,4 +251,7 @@ pub struct KubeflowStatus {
     /// The upgrade in progress, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeStatus>,
+    /// The plan of the upgrade in progress (or waiting for approval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_plan: Option<ReleasePlan>,
 }

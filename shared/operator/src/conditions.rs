@@ -62,6 +62,8 @@ pub enum Reason {
     /// A managed object's live state refuses the desired one, and it is of
     /// a kind never deleted to be recreated (it holds data or objects).
     LiveStateRefused,
+    /// A change of version waits for its plan to be approved.
+    AwaitingApproval,
 }
 
 impl Reason {
@@ -91,6 +93,7 @@ impl Reason {
             Reason::NotCreated => "NotCreated",
             Reason::Reconciling => "Reconciling",
             Reason::LiveStateRefused => "LiveStateRefused",
+            Reason::AwaitingApproval => "AwaitingApproval",
         }
     }
 }
@@ -163,6 +166,8 @@ pub mod reason {
     pub const RECONCILING: Reason = Reason::Reconciling;
     /// A managed object that holds data refuses the desired state.
     pub const LIVE_STATE_REFUSED: Reason = Reason::LiveStateRefused;
+    /// A change of version waits for its plan to be approved.
+    pub const AWAITING_APPROVAL: Reason = Reason::AwaitingApproval;
 }
 
 /// The longest condition message written, in bytes. The CRDs allow 32,768;
@@ -174,10 +179,17 @@ pub const MESSAGE_MAX: usize = 4096;
 /// `message` cut to `MESSAGE_MAX` bytes on a character boundary, saying how
 /// much was left out.
 pub fn bounded(message: &str) -> String {
-    if message.len() <= MESSAGE_MAX {
+    truncate(message, MESSAGE_MAX)
+}
+
+/// `text` cut to `max` bytes (at least 128) on a character boundary,
+/// saying how much was left out.
+pub fn truncate(text: &str, max: usize) -> String {
+    let message = text;
+    if message.len() <= max {
         return message.to_string();
     }
-    let mut end = MESSAGE_MAX - 64;
+    let mut end = max.max(128) - 64;
     while !message.is_char_boundary(end) {
         end -= 1;
     }

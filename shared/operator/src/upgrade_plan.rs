@@ -154,6 +154,55 @@ impl Plan {
     pub fn is_empty(&self) -> bool {
         *self == Plan::default()
     }
+
+    /// The plan's first line: how many objects each kind of change touches.
+    pub fn summary(&self) -> String {
+        self.to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// How much of a plan the status holds: a status stays far below the API
+/// server's object size limit, and the plan is printed whole by
+/// `plan --from --to`.
+pub const DETAILS_MAX: usize = 16 * 1024;
+
+/// The digest that approves a plan: of the two versions and the plan's
+/// text, so a plan that changes (another operator build, another spec)
+/// needs a new approval. 16 hex digits: short enough to type, far too many
+/// to hit by chance.
+pub fn digest(from: &str, to: &str, plan_text: &str) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [from, "\n", to, "\n", plan_text] {
+        ctx.update(part.as_bytes());
+    }
+    ctx.finish()
+        .as_ref()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The plan as a component's status publishes it.
+pub fn published(
+    from: &str,
+    to: &str,
+    plan: &Plan,
+    awaiting_approval: bool,
+) -> kubeflow_api::UpgradePlanStatus {
+    let text = plan.to_string();
+    kubeflow_api::UpgradePlanStatus {
+        from: from.to_string(),
+        to: to.to_string(),
+        digest: digest(from, to, &text),
+        summary: plan.summary(),
+        details: crate::conditions::truncate(&text, DETAILS_MAX),
+        awaiting_approval,
+    }
 }
 
 /// The first immutable field that differs between two versions of an

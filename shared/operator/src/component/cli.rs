@@ -2,9 +2,10 @@
 
 use super::*;
 
-/// Command line of a component operator.
+/// Command line of a component operator. Its name and description are the
+/// component's, set in [`command`]: the six binaries share this type.
 #[derive(clap::Parser, Debug)]
-#[command(version, about = "A Kubeflow component operator")]
+#[command(version)]
 pub(super) struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -38,12 +39,44 @@ pub enum Command {
         /// The version to move to.
         #[arg(long)]
         to: String,
+        /// The namespace the CR is in (component operators: the plan names
+        /// the objects there, as the plan the operator publishes in the
+        /// CR's status.upgradePlan does).
+        #[arg(long, default_value = "kubeflow")]
+        namespace: String,
     },
+}
+
+/// Settings read from the environment only (every flag also has its
+/// variable, shown beside it).
+pub const ENVIRONMENT_HELP: &str = "\
+Environment:
+  LOG_FORMAT=json  log JSON lines (as the chart sets); otherwise readable text
+  RUST_LOG         log filter, e.g. info or kube_runtime=debug,info (default: info)";
+
+/// The component operator's command line, named after the component.
+pub fn command<C: Component>() -> clap::Command {
+    let component = C::Resource::COMPONENT;
+    let kind = C::Resource::kind(&());
+    // clap keeps names as &'static str; built once per process, so leaking
+    // the two strings costs nothing.
+    let name: &'static str = format!("kubeflow-{component}-operator").leak();
+    let about: &'static str = format!(
+        "Installs Kubeflow's {component} component from `{kind}` custom resources \
+         and keeps it as they say."
+    )
+    .leak();
+    <Cli as clap::CommandFactory>::command()
+        .name(name)
+        .bin_name(name)
+        .about(about)
+        .after_help(ENVIRONMENT_HELP)
 }
 
 /// The whole `main` of a component operator: parse flags, run until SIGTERM.
 pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
-    let cli = <Cli as clap::Parser>::parse();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&command::<C>().get_matches())
+        .unwrap_or_else(|e| e.exit());
     match cli.command {
         Some(Command::Rbac) => {
             let rules = rules_of(&component, &cli.args.manifests_dir)?;
@@ -56,9 +89,13 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
             print!("{}", crate::images::listing(&found, detailed));
             Ok(())
         }
-        Some(Command::Plan { from, to }) => {
+        Some(Command::Plan {
+            from,
+            to,
+            namespace,
+        }) => {
             let render = |v: &str| {
-                rendered_at(&component, &cli.args.manifests_dir, v)
+                rendered_in(&component, &cli.args.manifests_dir, v, &namespace)
                     .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))
             };
             let plan = crate::upgrade_plan::Plan::compute(&render(&from)?, &render(&to)?);
@@ -109,10 +146,21 @@ pub fn rendered_at<C: Component>(
     manifests_dir: &std::path::Path,
     version: &str,
 ) -> Result<Vec<DynamicObject>, Refusal> {
+    rendered_in(component, manifests_dir, version, "kubeflow")
+}
+
+/// The component's objects at `version` for a CR named `kubeflow` in
+/// `namespace`, rendered for plain Kubernetes with the version's defaults.
+pub fn rendered_in<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    version: &str,
+    namespace: &str,
+) -> Result<Vec<DynamicObject>, Refusal> {
     let cr: C::Resource = serde_json::from_value(serde_json::json!({
         "apiVersion": C::Resource::api_version(&()),
         "kind": C::Resource::kind(&()),
-        "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+        "metadata": {"name": "kubeflow", "namespace": namespace},
         "spec": {"version": version},
     }))
     .map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))?;
@@ -120,7 +168,7 @@ pub fn rendered_at<C: Component>(
     let ctx = RenderContext {
         manifests_dir,
         bundles: &bundles,
-        namespace: "kubeflow",
+        namespace,
         platform: Platform::Kubernetes,
     };
     Ok(component.render(&cr, &ctx, &C::Inputs::default())?.objects)

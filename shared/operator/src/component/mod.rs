@@ -20,7 +20,7 @@ mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use cli::{Command, images_of, main, rules_of};
+pub use cli::{Command, ENVIRONMENT_HELP, command, images_of, main, rules_of};
 pub use controller::run;
 #[cfg(any(test, feature = "testing"))]
 pub use testing::{

@@ -57,6 +57,11 @@ pub(super) async fn apply<C: Component>(
         Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
         Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
     };
+    let rendered = match upgrade_gate(cr, ctx, platform, &old, &mut status, rendered).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
+        Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
+    };
     let version = rendered.version.clone();
     let outcome = match apply_rendered(cr, ctx, rendered.objects, &version).await {
         Applied::Done(o) => o,
@@ -82,6 +87,17 @@ pub(super) async fn apply<C: Component>(
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
+    if let Some(plan) = status.upgrade_plan.as_ref().filter(|p| p.awaiting_approval) {
+        let message = awaiting_message(cr.common().approved_plan.as_deref(), plan);
+        conditions::set(
+            &mut status.conditions,
+            conditions::PROGRESSING,
+            true,
+            reason::AWAITING_APPROVAL,
+            &message,
+            cr.meta().generation,
+        );
+    }
     announce_progress(cr, ctx, &old, &status).await;
     let extra = ctx
         .component
@@ -97,6 +113,76 @@ pub(super) async fn apply<C: Component>(
     } else {
         Duration::from_secs(30)
     }))
+}
+
+/// A change of version, before anything of it is written: its plan (what
+/// the installed version's objects become) goes into the status; under
+/// `upgradeStrategy: Manual` without `approvedPlan` set to the plan's
+/// digest, the installed version is what gets applied (and repaired) instead.
+async fn upgrade_gate<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    platform: Platform,
+    old: &ComponentStatus,
+    status: &mut ComponentStatus,
+    rendered: Rendered,
+) -> Result<Result<Rendered, Refusal>, ReconcileError> {
+    let Some(from) = old.version.as_deref().filter(|v| *v != rendered.version) else {
+        return Ok(Ok(rendered));
+    };
+    let installed_cr = match at_version(cr, from) {
+        Ok(c) => c,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let manual = cr.common().upgrade_strategy == Some(kubeflow_api::UpgradeStrategy::Manual);
+    let installed = match render(&installed_cr, ctx, platform).await? {
+        Ok(r) => r,
+        // The installed version's bundle is gone (an operator that no longer
+        // carries it): no plan can be made. Automatic goes on as before;
+        // Manual cannot show what it would approve.
+        Err(refusal) if manual => {
+            return Ok(Err(Refusal::new(
+                reason::INVALID_SPEC,
+                format!(
+                    "upgradeStrategy Manual: no plan from {from} to {}: the installed version cannot be rendered ({})",
+                    rendered.version, refusal.message
+                ),
+            )));
+        }
+        Err(_) => return Ok(Ok(rendered)),
+    };
+    let plan = crate::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
+    let mut published = crate::upgrade_plan::published(from, &rendered.version, &plan, false);
+    published.awaiting_approval =
+        manual && cr.common().approved_plan.as_deref() != Some(published.digest.as_str());
+    let awaiting = published.awaiting_approval;
+    status.upgrade_plan = Some(published);
+    Ok(Ok(if awaiting { installed } else { rendered }))
+}
+
+/// The CR as it would be at another version (every other field the same).
+fn at_version<K: ComponentResource>(cr: &K, version: &str) -> Result<K, Refusal> {
+    let mut value =
+        serde_json::to_value(cr).map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))?;
+    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("version".into(), Value::String(version.to_string()));
+    }
+    serde_json::from_value(value).map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))
+}
+
+/// What the Progressing condition says while a plan waits for approval.
+fn awaiting_message(approved: Option<&str>, plan: &kubeflow_api::UpgradePlanStatus) -> String {
+    let wrong = match approved {
+        Some(a) => format!(
+            "spec.approvedPlan {:?} is not this plan's digest (the plan changed, or the value is wrong); ",
+            crate::conditions::truncate(a, 128)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "{wrong}the upgrade from {} to {} waits for approval: set spec.approvedPlan to {} (the plan: status.upgradePlan; {})",
+        plan.from, plan.to, plan.digest, plan.summary
+    )
 }
 
 /// Ends a reconcile that failed before the apply: Ready false at this

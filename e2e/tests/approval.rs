@@ -1,0 +1,225 @@
+//! `upgradeStrategy: Manual`: a change of release publishes each component's
+//! plan and the release's digest, writes nothing until `spec.approvedPlan`
+//! names that digest (a wrong one is refused by name), then completes. The
+//! plan in the cluster is the one `plan --from --to` prints offline.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, merge, ready_at,
+};
+use kubeflow_e2e::operator::{OperatorProcess, binary};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The kinds the Trainer bundles hold, by (group, version, kind, plural, namespaced).
+const KINDS: [(&str, &str, &str, &str, bool); 8] = [
+    ("apps", "v1", "Deployment", "deployments", true),
+    ("", "v1", "Service", "services", true),
+    ("", "v1", "ServiceAccount", "serviceaccounts", true),
+    ("", "v1", "ConfigMap", "configmaps", true),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false,
+    ),
+];
+
+/// Every object the component CR in `ns` manages, by kind and name, with
+/// its resourceVersion.
+async fn managed_versions(client: &kube::Client, ns: &str) -> BTreeMap<String, String> {
+    let selector = format!("{}={ns}", kubeflow_operator::labels::OWNER_NAMESPACE);
+    let mut out = BTreeMap::new();
+    for (group, version, kind, plural, namespaced) in KINDS {
+        let ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        let list = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap_or_else(|e| panic!("list {kind}: {e}"));
+        for o in list.items {
+            out.insert(
+                format!("{kind}/{}", o.metadata.name.unwrap_or_default()),
+                o.metadata.resource_version.unwrap_or_default(),
+            );
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_manual_upgrade_waits_for_its_plans_digest_and_the_plan_is_the_offline_one() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    kubeflow_e2e::demo::clear_leftovers(&client).await;
+    let ns = TestNamespace::new(&client, "approval").await;
+    let _ops: Vec<OperatorProcess> = ["meta", "trainer"]
+        .iter()
+        .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
+        .collect();
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  upgradeStrategy: Manual\n  components:\n    trainer: {managementState: Managed}\n",
+    )
+    .await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let trainers = component_api(&client, &ns.name, "Trainer");
+    ready_at(&kfs, "kubeflow", "26.03", TIMEOUT).await;
+    // An install is no upgrade: nothing to approve, no plan.
+    let kf = kfs.get("kubeflow").await.expect("Kubeflow");
+    assert!(kf.data.pointer("/status/upgradePlan").is_none(), "{kf:?}");
+
+    merge(&kfs, "kubeflow", json!({"spec": {"version": "26.03.1"}})).await;
+    let kf = wait_for("the upgrade awaiting approval", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        (kf.data.pointer("/status/phase") == Some(&json!("AwaitingApproval"))
+            && kf.data.pointer("/status/observedGeneration")
+                == kf.metadata.generation.map(Value::from).as_ref())
+        .then_some(kf)
+    })
+    .await;
+    let digest = kf
+        .data
+        .pointer("/status/upgradePlan/digest")
+        .and_then(Value::as_str)
+        .expect("a release plan digest")
+        .to_string();
+    let (ready, reason, message, _) = condition(&kf, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("False", "AwaitingApproval")
+    );
+    assert!(
+        message.contains(&format!("set spec.approvedPlan to {digest}")),
+        "{message}"
+    );
+    let trainer = trainers.get("kubeflow").await.expect("Trainer");
+    let plan = trainer
+        .data
+        .pointer("/status/upgradePlan")
+        .cloned()
+        .expect("the Trainer's plan");
+    assert_eq!(plan["from"], "v2.1.0");
+    assert_eq!(plan["to"], "v2.2.0");
+    assert_eq!(plan["awaitingApproval"], true);
+    let details = plan["details"].as_str().unwrap_or_default();
+    assert!(
+        details.contains(&format!(
+            "recreated: Deployment {}/jobset-controller-manager (immutable selector)",
+            ns.name
+        )),
+        "{details}"
+    );
+    assert_eq!(
+        trainer.data.pointer("/status/version"),
+        Some(&json!("v2.1.0")),
+        "the installed version stays while the plan waits"
+    );
+
+    // The plan the operator publishes is the one the binary prints offline.
+    let offline = Command::new(binary("kubeflow-trainer-operator"))
+        .args([
+            "plan",
+            "--from",
+            "v2.1.0",
+            "--to",
+            "v2.2.0",
+            "--namespace",
+            &ns.name,
+        ])
+        .env("MANIFESTS_DIR", kubeflow_e2e::manifests_dir())
+        .output()
+        .expect("run the plan subcommand");
+    assert!(offline.status.success(), "{offline:?}");
+    let offline = String::from_utf8_lossy(&offline.stdout);
+    assert_eq!(
+        offline
+            .strip_prefix("trainer v2.1.0 -> v2.2.0: ")
+            .unwrap_or(&offline),
+        details,
+        "the offline plan and the published one differ"
+    );
+
+    // Nothing is written while the plan waits, a wrong digest included.
+    let before = managed_versions(&client, &ns.name).await;
+    assert!(before.len() > 10, "{before:?}");
+    merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"approvedPlan": "0000000000000000"}}),
+    )
+    .await;
+    let refused = wait_for("the wrong digest named", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        let (_, _, message, g) = condition(&kf, "Ready")?;
+        (g == kf.metadata.generation
+            && message.contains("spec.approvedPlan \"0000000000000000\" is not"))
+        .then_some(message)
+    })
+    .await;
+    assert!(refused.contains(&digest), "{refused}");
+    // Several reconciles of both operators pass (their requeue and the CR edits).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        managed_versions(&client, &ns.name).await,
+        before,
+        "an object changed before approval"
+    );
+
+    merge(&kfs, "kubeflow", json!({"spec": {"approvedPlan": digest}})).await;
+    let kf = ready_at(&kfs, "kubeflow", "26.03.1", TIMEOUT).await;
+    assert_eq!(kf.data.pointer("/status/phase"), Some(&json!("Ready")));
+    let trainer = trainers.get("kubeflow").await.expect("Trainer");
+    assert_eq!(
+        trainer.data.pointer("/status/version"),
+        Some(&json!("v2.2.0"))
+    );
+    assert_eq!(
+        trainer.data.pointer("/status/upgradePlan/awaitingApproval"),
+        Some(&json!(false)),
+        "the applied plan stays readable in the status"
+    );
+    let after = managed_versions(&client, &ns.name).await;
+    assert_ne!(after, before, "the approved upgrade wrote nothing");
+
+    kfs.delete("kubeflow", &Default::default()).await.ok();
+    wait_for("Kubeflow gone", TIMEOUT, || async {
+        kfs.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    ns.delete().await;
+}

@@ -1,0 +1,198 @@
+//! A release upgrade's plan and its approval: each component operator
+//! publishes its own plan in its CR's status (the meta-operator's image
+//! carries no bundles); the `Kubeflow` status gathers them under one digest,
+//! and `spec.approvedPlan` set to that digest approves each component's plan
+//! by passing the component's own digest down.
+
+use std::collections::BTreeMap;
+
+use kube::api::DynamicObject;
+use kubeflow_api::UpgradePlanStatus;
+use kubeflow_api::kubeflow::{ComponentPlan, ReleasePlan};
+use serde_json::json;
+
+use crate::children::{Child, expected_version};
+use crate::component_kind::ComponentKind;
+
+/// A child's published plan, from its live object.
+fn child_plan(live: &DynamicObject) -> Option<UpgradePlanStatus> {
+    live.data
+        .pointer("/status/upgradePlan")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// The plan of moving the release `from` -> `to`: every managed child's
+/// plan towards the version asked of it, while the move is under way
+/// (`from` differs from `to`) or a child waits for approval. None when no
+/// child has published one.
+pub fn release_plan(
+    wanted: &[Child],
+    live: &BTreeMap<ComponentKind, DynamicObject>,
+    from: Option<&str>,
+    to: &str,
+) -> Option<ReleasePlan> {
+    let upgrading = from.is_some_and(|f| f != to);
+    let mut awaiting = false;
+    let components: Vec<ComponentPlan> = wanted
+        .iter()
+        .filter(|c| c.managed)
+        .filter_map(|child| {
+            let plan = child_plan(live.get(&child.component)?)?;
+            if expected_version(child) != Some(plan.to.as_str())
+                || !(upgrading || plan.awaiting_approval)
+            {
+                return None;
+            }
+            awaiting |= plan.awaiting_approval;
+            Some(ComponentPlan {
+                name: child.component.to_string(),
+                from: plan.from,
+                to: plan.to,
+                digest: plan.digest,
+                summary: plan.summary,
+            })
+        })
+        .collect();
+    if components.is_empty() {
+        return None;
+    }
+    let from = from.unwrap_or_default();
+    let text: String = components
+        .iter()
+        .map(|c| format!("{} {}\n", c.name, c.digest))
+        .collect();
+    Some(ReleasePlan {
+        from: from.to_string(),
+        to: to.to_string(),
+        digest: kubeflow_operator::upgrade_plan::digest(from, to, &text),
+        awaiting_approval: awaiting,
+        components,
+    })
+}
+
+/// When `approved` is the release plan's digest, each child in the plan
+/// gets its own plan's digest as `approvedPlan`. Returns whether it was.
+pub fn approve(wanted: &mut [Child], plan: &ReleasePlan, approved: Option<&str>) -> bool {
+    if approved != Some(plan.digest.as_str()) {
+        return false;
+    }
+    for child in wanted.iter_mut() {
+        let name = child.component.to_string();
+        if let Some(p) = plan.components.iter().find(|p| p.name == name) {
+            child.spec.insert("approvedPlan".into(), json!(p.digest));
+        }
+    }
+    true
+}
+
+/// What the `Kubeflow` CR says while its upgrade waits for approval.
+pub fn awaiting_message(plan: &ReleasePlan, approved: Option<&str>) -> String {
+    let wrong = match approved {
+        Some(a) if a != plan.digest => format!(
+            "spec.approvedPlan {:?} is not this plan's digest (the plan changed, or the value is wrong); ",
+            kubeflow_operator::conditions::truncate(a, 128)
+        ),
+        _ => String::new(),
+    };
+    let names: Vec<&str> = plan.components.iter().map(|c| c.name.as_str()).collect();
+    format!(
+        "{wrong}the upgrade from {} to {} waits for approval: set spec.approvedPlan to {} (plans of {}: status.upgradePlan, in full in each component's status.upgradePlan)",
+        plan.from,
+        plan.to,
+        plan.digest,
+        names.join(", ")
+    )
+}
+
+/// Whether a live child says it waits for approval of the plan towards
+/// the version asked of it.
+pub fn child_awaits(child: &Child, live: Option<&DynamicObject>) -> bool {
+    live.and_then(child_plan)
+        .is_some_and(|p| p.awaiting_approval && expected_version(child) == Some(p.to.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn field<'a>(child: &'a Child, key: &str) -> Option<&'a Value> {
+        child.spec.get(key)
+    }
+
+    fn child(component: ComponentKind, version: &str) -> Child {
+        Child {
+            component,
+            managed: true,
+            spec: json!({"version": version})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    fn live(from: &str, to: &str, digest: &str, awaiting: bool) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Serving",
+            "metadata": {"name": "kf"},
+            "status": {"version": from, "upgradePlan": {"from": from, "to": to,
+                "digest": digest, "summary": "1 created", "details": "", "awaitingApproval": awaiting}}
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn one_digest_for_every_components_plan_and_approval_passes_each_down() {
+        let mut wanted = vec![
+            child(ComponentKind::Serving, "v0.18.0"),
+            child(ComponentKind::Trainer, "v2.2.0"),
+        ];
+        let mut live_children = BTreeMap::new();
+        live_children.insert(
+            ComponentKind::Serving,
+            live("v0.17.0", "v0.18.0", "aaaa", true),
+        );
+        live_children.insert(
+            ComponentKind::Trainer,
+            live("v2.1.0", "v2.2.0", "bbbb", true),
+        );
+        let plan = release_plan(&wanted, &live_children, Some("26.03"), "26.03.1").expect("a plan");
+        assert!(plan.awaiting_approval);
+        assert_eq!(plan.components.len(), 2);
+        assert_eq!(plan.digest.len(), 16);
+        // A wrong digest approves nothing and says so.
+        assert!(!approve(&mut wanted, &plan, Some("0123")));
+        assert!(wanted.iter().all(|c| field(c, "approvedPlan").is_none()));
+        assert!(
+            awaiting_message(&plan, Some("0123")).contains("spec.approvedPlan \"0123\" is not")
+        );
+        assert!(approve(&mut wanted, &plan, Some(&plan.digest)));
+        assert_eq!(field(&wanted[0], "approvedPlan"), Some(&json!("aaaa")));
+        assert_eq!(field(&wanted[1], "approvedPlan"), Some(&json!("bbbb")));
+
+        // Another plan of one component is another release digest.
+        live_children.insert(
+            ComponentKind::Trainer,
+            live("v2.1.0", "v2.2.0", "cccc", true),
+        );
+        let changed =
+            release_plan(&wanted, &live_children, Some("26.03"), "26.03.1").expect("a plan");
+        assert_ne!(changed.digest, plan.digest);
+    }
+
+    #[test]
+    fn no_plan_outside_an_upgrade_or_for_another_version() {
+        let wanted = vec![child(ComponentKind::Serving, "v0.18.0")];
+        let mut live_children = BTreeMap::new();
+        live_children.insert(
+            ComponentKind::Serving,
+            live("v0.17.0", "v0.18.0", "aaaa", false),
+        );
+        assert!(release_plan(&wanted, &live_children, Some("26.03.1"), "26.03.1").is_none());
+        live_children.insert(
+            ComponentKind::Serving,
+            live("v0.16.0", "v0.17.0", "aaaa", true),
+        );
+        assert!(release_plan(&wanted, &live_children, Some("26.03"), "26.03.1").is_none());
+    }
+}
