@@ -36,9 +36,11 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// The upstream bundles: `$KUBEFLOW_MANIFESTS` or `../shared/manifests` beside the repository.
+/// The upstream bundles: `$KUBEFLOW_MANIFESTS`, `$MANIFESTS_DIR` (what the
+/// operators read), or `../shared/manifests` beside the repository.
 pub fn manifests_dir() -> PathBuf {
     let dir = std::env::var_os("KUBEFLOW_MANIFESTS")
+        .or_else(|| std::env::var_os("MANIFESTS_DIR"))
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("..").join("shared").join("manifests"));
     assert!(

@@ -260,6 +260,15 @@ pub fn images(
 mod tests {
     use super::*;
 
+    /// The bundles: `MANIFESTS_DIR`, or the folder beside the repository.
+    fn manifests() -> std::path::PathBuf {
+        std::env::var_os("MANIFESTS_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests")
+            })
+    }
+
     #[test]
     fn the_crd_accepts_exactly_the_releases_of_the_table() {
         let table: Vec<&str> = RELEASES.iter().map(|r| r.kubeflow).collect();
@@ -271,11 +280,8 @@ mod tests {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
         // istio, then the components no operator installs yet.
-        let readme = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../shared/manifests/README.md"),
-        )
-        .expect("the manifests README");
+        let readme =
+            std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
         // "v2.1.0 (upstream's default ...)" -> "v2.1.0"; "-" -> none.
         let cell = |c: &str| c.split_whitespace().next().unwrap_or("").to_string();
         let rows: Vec<Vec<String>> = readme
@@ -310,8 +316,7 @@ mod tests {
 
     #[test]
     fn istio_runs_what_the_bundle_images_say() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests/istio");
+        let dir = manifests().join("istio");
         for r in RELEASES {
             let install = std::fs::read_to_string(dir.join(r.istio).join("install.yaml"))
                 .expect("the istio bundle");
@@ -332,7 +337,7 @@ mod tests {
 
     #[test]
     fn every_version_of_the_table_has_a_bundle() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests");
+        let dir = manifests();
         for r in RELEASES {
             for c in ComponentKind::ORDER {
                 if let Some(v) = r.component(c) {
@@ -375,7 +380,7 @@ mod tests {
 
     #[test]
     fn the_plan_to_26_03_1_names_the_recreations_and_the_risk() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/manifests");
+        let dir = manifests();
         let text = plan(&dir, "26.03", "26.03.1").expect("a plan");
         for line in [
             "Kubeflow 26.03 -> 26.03.1",

@@ -207,8 +207,7 @@ mod tests {
 
     #[test]
     fn nothing_goes_to_kube_system() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let dir = kubeflow_operator::component::manifests_dir();
         let bundles = kubeflow_operator::bundle::BundleCache::default();
         let ctx = RenderContext {
             manifests_dir: &dir,

@@ -149,8 +149,7 @@ mod tests {
 
     #[test]
     fn the_cache_webhook_is_removed_with_the_rules_it_holds_to_grant() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let dir = kubeflow_operator::component::manifests_dir();
         let rules =
             kubeflow_operator::component::rules_of(&PipelinesComponent, &dir).expect("rules");
         let webhooks = "mutatingwebhookconfigurations";
