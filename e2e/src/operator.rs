@@ -79,8 +79,9 @@ impl OperatorProcess {
         let log_file = std::fs::File::create(&log)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
         let mut cmd = Command::new(binary(name));
-        // Component operators read bundles; the meta-operator has none.
-        if name != "kubeflow-meta-operator" {
+        // Component operators read bundles (the shared ones unless `env`
+        // names others); the meta-operator has none.
+        if name != "kubeflow-meta-operator" && !env.iter().any(|(k, _)| *k == "MANIFESTS_DIR") {
             cmd.arg("--manifests-dir").arg(crate::manifests_dir());
         }
         cmd.args(extra_args)
@@ -103,6 +104,11 @@ impl OperatorProcess {
             metrics_addr,
             log,
         }
+    }
+
+    /// What the process has logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The process id.

@@ -223,3 +223,172 @@ async fn a_manual_upgrade_waits_for_its_plans_digest_and_the_plan_is_the_offline
     .await;
     ns.delete().await;
 }
+
+/// The Trainer bundles at v2.1.0 and v2.2.0, with one more served version
+/// (`v1alpha0`) of the TrainJob CRD at v2.1.0 only: an upgrade that drops a
+/// CRD version, which no real move between supported versions does yet.
+fn bundles_dropping_a_crd_version() -> std::path::PathBuf {
+    let dir = kubeflow_e2e::operator::target_dir()
+        .join("e2e-bundles")
+        .join(format!("dropped-crd-version-{}", std::process::id()));
+    let source = kubeflow_e2e::manifests_dir().join("trainer");
+    for version in ["v2.1.0", "v2.2.0"] {
+        let out = dir.join("trainer").join(version);
+        std::fs::create_dir_all(&out).expect("bundle folder");
+        let text =
+            std::fs::read_to_string(source.join(version).join("trainer.yaml")).expect("bundle");
+        let mut docs = kubeflow_e2e::parse_yaml(&text);
+        if version == "v2.1.0" {
+            let crd = docs
+                .iter_mut()
+                .find(|d| d.metadata.name.as_deref() == Some("trainjobs.trainer.kubeflow.org"))
+                .expect("the TrainJob CRD");
+            crd.data["spec"]["versions"]
+                .as_array_mut()
+                .expect("versions")
+                .push(json!({"name": "v1alpha0", "served": true, "storage": false,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}));
+        }
+        // JSON documents are YAML documents.
+        let joined: Vec<String> = docs
+            .iter()
+            .map(|d| serde_json::to_string(d).expect("json"))
+            .collect();
+        std::fs::write(out.join("trainer.yaml"), joined.join("\n---\n")).expect("write bundle");
+    }
+    dir
+}
+
+#[tokio::test]
+async fn an_upgrade_that_drops_a_stored_crd_version_waits_and_says_what_to_migrate() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    let ns = TestNamespace::new(&client, "stored-version").await;
+    let bundles = bundles_dropping_a_crd_version();
+    let bundles_text = bundles.display().to_string();
+    // Logged as in a cluster: JSON lines, the default filter (the chart sets none).
+    let op = OperatorProcess::start_with_env(
+        "kubeflow-trainer-operator",
+        &[],
+        &[
+            ("MANIFESTS_DIR", bundles_text.as_str()),
+            ("LOG_FORMAT", "json"),
+            ("RUST_LOG", "info,kube_client=warn,kube_runtime=warn"),
+        ],
+    );
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec: {version: v2.1.0}\n",
+    )
+    .await;
+    let trainers = component_api(&client, &ns.name, "Trainer");
+    let ready_version = |version: &'static str| {
+        let trainers = trainers.clone();
+        async move {
+            wait_for(&format!("Trainer Ready at {version}"), TIMEOUT, || async {
+                let t = trainers.get("kubeflow").await.ok()?;
+                let (s, _, _, g) = condition(&t, "Ready")?;
+                (s == "True"
+                    && g == t.metadata.generation
+                    && t.data.pointer("/status/version") == Some(&json!(version)))
+                .then_some(t)
+            })
+            .await
+        }
+    };
+    ready_version("v2.1.0").await;
+
+    // A repair's log line names the CR it was done for.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &ns.name);
+    deployments
+        .delete("jobset-controller-manager", &Default::default())
+        .await
+        .expect("delete JobSet's controller");
+    let object = format!("{}/kubeflow", ns.name);
+    let line = wait_for("the repair logged", TIMEOUT, || async {
+        op.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l.pointer("/fields/message") == Some(&json!("repaired drift")))
+    })
+    .await;
+    assert_eq!(
+        line.pointer("/span/object"),
+        Some(&json!(object)),
+        "the log line does not name the CR: {line}"
+    );
+    assert_eq!(
+        line.pointer("/span/kind"),
+        Some(&json!("Trainer")),
+        "{line}"
+    );
+
+    // Objects were once stored at v1alpha0 (as after a real migration's start).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let stored = |versions: Value| {
+        let crds = crds.clone();
+        async move {
+            crds.patch_status(
+                "trainjobs.trainer.kubeflow.org",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"status": {"storedVersions": versions}})),
+            )
+            .await
+            .expect("set storedVersions");
+        }
+    };
+    stored(json!(["v1alpha1", "v1alpha0"])).await;
+
+    merge(
+        &trainers,
+        "kubeflow",
+        json!({"spec": {"version": "v2.2.0"}}),
+    )
+    .await;
+    let blocked = wait_for("the upgrade blocked", TIMEOUT, || async {
+        let t = trainers.get("kubeflow").await.ok()?;
+        let (s, reason, message, g) = condition(&t, "Degraded")?;
+        (s == "True" && reason == "UpgradeBlocked" && g == t.metadata.generation)
+            .then_some((t, message))
+    })
+    .await;
+    assert!(
+        blocked
+            .1
+            .contains("trainjobs.trainer.kubeflow.org v1alpha0"),
+        "{}",
+        blocked.1
+    );
+    assert_eq!(
+        blocked.0.data.pointer("/status/version"),
+        Some(&json!("v2.1.0")),
+        "the installed version stays"
+    );
+    let crd = crds
+        .get("trainjobs.trainer.kubeflow.org")
+        .await
+        .expect("the CRD");
+    assert!(
+        crd.spec.versions.iter().any(|v| v.name == "v1alpha0"),
+        "the stored version was removed"
+    );
+
+    // Migrated: the upgrade goes on by itself.
+    stored(json!(["v1alpha1"])).await;
+    ready_version("v2.2.0").await;
+
+    trainers.delete("kubeflow", &Default::default()).await.ok();
+    wait_for("Trainer gone", TIMEOUT, || async {
+        trainers
+            .get_opt("kubeflow")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    ns.delete().await;
+    let _ = std::fs::remove_dir_all(&bundles);
+}

@@ -20,7 +20,7 @@ use kubeflow_api::{
 use kubeflow_operator::apply::{ApplyError, ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, READY, reason};
 use kubeflow_operator::inventory::Inventory;
-use kubeflow_operator::retry::{self, Failures};
+use kubeflow_operator::retry::{self, Memory};
 use kubeflow_operator::runner::{self, RunArgs};
 use kubeflow_operator::telemetry::Metrics;
 use kubeflow_operator::telemetry::metrics::ComponentRef;
@@ -44,7 +44,7 @@ struct Context {
     engine: Engine,
     recorder: Recorder,
     metrics: Metrics,
-    failures: Failures,
+    memory: Memory,
 }
 
 /// Errors retried with backoff.
@@ -75,7 +75,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             },
         ),
         metrics: rt.metrics.clone(),
-        failures: Failures::default(),
+        memory: Memory::default(),
     });
     let c = &rt.client;
     let cfg = || watcher::Config::default().any_semantic();
@@ -139,8 +139,9 @@ fn error_policy(kf: Arc<Kubeflow>, err: &Error, ctx: Arc<Context>) -> Action {
         .reconcile_errors_total
         .with_label_values(&[NAME, reason])
         .inc();
-    let n = ctx.failures.record(&key(&kf));
-    tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
+    let object = key(&kf);
+    let n = ctx.memory.record(&object);
+    tracing::warn!(kind = "Kubeflow", %object, error = %err, attempt = n, "reconcile failed; retrying");
     Action::requeue(retry::delay(n))
 }
 
@@ -149,12 +150,17 @@ async fn reconcile(kf: Arc<Kubeflow>, ctx: Arc<Context>) -> Result<Action, Error
     let kf_key = key(&kf);
     let api: Api<Kubeflow> =
         Api::namespaced(ctx.client.clone(), &kf.namespace().unwrap_or_default());
-    let result = finalizer(&api, FINALIZER, kf, |event| async {
-        match event {
-            FinalizerEvent::Apply(kf) => apply(&kf, &ctx).await,
-            FinalizerEvent::Cleanup(kf) => cleanup(&kf, &ctx).await,
-        }
-    })
+    // Every line logged during the reconcile names the CR.
+    let span = tracing::info_span!("reconcile", kind = "Kubeflow", object = %kf_key);
+    let result = tracing::Instrument::instrument(
+        finalizer(&api, FINALIZER, kf, |event| async {
+            match event {
+                FinalizerEvent::Apply(kf) => apply(&kf, &ctx).await,
+                FinalizerEvent::Cleanup(kf) => cleanup(&kf, &ctx).await,
+            }
+        }),
+        span,
+    )
     .await;
     ctx.metrics
         .reconcile_time_seconds
@@ -162,7 +168,7 @@ async fn reconcile(kf: Arc<Kubeflow>, ctx: Arc<Context>) -> Result<Action, Error
         .observe(started.elapsed().as_secs_f64());
     let outcome = if result.is_ok() { "success" } else { "error" };
     if result.is_ok() {
-        ctx.failures.reset(&kf_key);
+        ctx.memory.reset(&kf_key);
     }
     ctx.metrics
         .reconcile_total

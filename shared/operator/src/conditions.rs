@@ -64,6 +64,9 @@ pub enum Reason {
     LiveStateRefused,
     /// A change of version waits for its plan to be approved.
     AwaitingApproval,
+    /// A change of version cannot go on until a person acts (the new
+    /// version drops a CRD version that still stores objects).
+    UpgradeBlocked,
 }
 
 impl Reason {
@@ -94,6 +97,7 @@ impl Reason {
             Reason::Reconciling => "Reconciling",
             Reason::LiveStateRefused => "LiveStateRefused",
             Reason::AwaitingApproval => "AwaitingApproval",
+            Reason::UpgradeBlocked => "UpgradeBlocked",
         }
     }
 }
@@ -168,6 +172,8 @@ pub mod reason {
     pub const LIVE_STATE_REFUSED: Reason = Reason::LiveStateRefused;
     /// A change of version waits for its plan to be approved.
     pub const AWAITING_APPROVAL: Reason = Reason::AwaitingApproval;
+    /// A change of version cannot go on until a person acts.
+    pub const UPGRADE_BLOCKED: Reason = Reason::UpgradeBlocked;
 }
 
 /// The longest condition message written, in bytes. The CRDs allow 32,768;

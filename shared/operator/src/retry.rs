@@ -18,28 +18,94 @@ pub fn delay(failures: u32) -> Duration {
     (FIRST * 2u32.pow(doublings)).min(CAP)
 }
 
-/// Failures in a row, per CR ("namespace/name").
-#[derive(Debug, Default)]
-pub struct Failures(Mutex<HashMap<String, u32>>);
+/// What an operator remembers of one CR between reconciles.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Remembered {
+    /// Failures in a row (the backoff's count).
+    failures: u32,
+    /// The last failure's message and how many times in a row it came.
+    last_failure: Option<(String, u32)>,
+    /// The refusal last told in an Event, until an apply goes through.
+    told_refusal: Option<String>,
+}
 
-impl Failures {
-    /// Counts a failure of `key`; returns how many in a row.
-    pub fn record(&self, key: &str) -> u32 {
-        self.0
-            .lock()
-            .map(|mut f| {
-                let n = f.entry(key.to_string()).or_insert(0);
-                *n = n.saturating_add(1);
-                *n
-            })
-            .unwrap_or(1)
+/// Per CR (keyed "namespace/name"), what an operator remembers between
+/// reconciles: failures in a row, the last failure and the refusal last
+/// told. One place for both skeletons, emptied for a CR that is gone, so
+/// nothing grows with CRs created and deleted over an operator's life.
+#[derive(Debug, Default)]
+pub struct Memory(Mutex<HashMap<String, Remembered>>);
+
+impl Memory {
+    fn with<T>(&self, key: &str, fallback: T, f: impl FnOnce(&mut Remembered) -> T) -> T {
+        let Ok(mut m) = self.0.lock() else {
+            return fallback;
+        };
+        let entry = m.entry(key.to_string()).or_default();
+        let out = f(entry);
+        if *entry == Remembered::default() {
+            m.remove(key);
+        }
+        out
     }
 
-    /// Ends the run of failures of `key`.
+    /// Counts a failure of `key` for its backoff; returns how many in a row.
+    pub fn record(&self, key: &str) -> u32 {
+        self.with(key, 1, |e| {
+            e.failures = e.failures.saturating_add(1);
+            e.failures
+        })
+    }
+
+    /// Counts this failure message: how many times in a row `key` failed with it.
+    pub fn repeats(&self, key: &str, message: &str) -> u32 {
+        self.with(key, 1, |e| match &mut e.last_failure {
+            Some((m, n)) if m == message => {
+                *n = n.saturating_add(1);
+                *n
+            }
+            _ => {
+                e.last_failure = Some((message.to_string(), 1));
+                1
+            }
+        })
+    }
+
+    /// Ends the run of failures of `key` (and its backoff).
     pub fn reset(&self, key: &str) {
-        if let Ok(mut f) = self.0.lock() {
-            f.remove(key);
+        self.with(key, (), |e| {
+            e.failures = 0;
+            e.last_failure = None;
+        });
+    }
+
+    /// Whether this refusal is news for `key`: not the one last told.
+    pub fn refusal_is_news(&self, key: &str, refusal: &str) -> bool {
+        self.with(key, true, |e| {
+            e.told_refusal.replace(refusal.to_string()).as_deref() != Some(refusal)
+        })
+    }
+
+    /// An apply went through: the next refusal of `key` is news again.
+    pub fn forget_refusal(&self, key: &str) {
+        self.with(key, (), |e| e.told_refusal = None);
+    }
+
+    /// The CR is gone: nothing of it is kept.
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(key);
         }
+    }
+
+    /// How many CRs something is remembered of.
+    pub fn len(&self) -> usize {
+        self.0.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -52,11 +118,31 @@ mod tests {
         let secs: Vec<u64> = (1..=12).map(|n| delay(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
         assert_eq!(delay(u32::MAX), CAP);
-        let f = Failures::default();
+        let f = Memory::default();
         assert_eq!(f.record("ns/a"), 1);
         assert_eq!(f.record("ns/a"), 2);
         assert_eq!(f.record("ns/b"), 1);
         f.reset("ns/a");
         assert_eq!(f.record("ns/a"), 1);
+    }
+
+    #[test]
+    fn what_is_remembered_of_a_cr_goes_with_it() {
+        let m = Memory::default();
+        assert_eq!(m.repeats("ns/a", "boom"), 1);
+        assert_eq!(m.repeats("ns/a", "boom"), 2);
+        assert_eq!(m.repeats("ns/a", "other"), 1);
+        assert!(m.refusal_is_news("ns/a", "InvalidSpec: x"));
+        assert!(!m.refusal_is_news("ns/a", "InvalidSpec: x"));
+        m.record("ns/b");
+        assert_eq!(m.len(), 2);
+        // A success ends failures and refusals: nothing is left of ns/b.
+        m.reset("ns/b");
+        assert_eq!(m.len(), 1);
+        m.forget_refusal("ns/a");
+        assert!(m.refusal_is_news("ns/a", "InvalidSpec: x"));
+        // A deleted CR leaves nothing behind.
+        m.forget("ns/a");
+        assert!(m.is_empty());
     }
 }

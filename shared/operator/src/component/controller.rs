@@ -15,11 +15,9 @@ pub(super) struct Context<C: Component> {
     pub(super) metrics: Metrics,
     pub(super) name: String,
     pub(super) detected_platform: Mutex<Option<Platform>>,
-    pub(super) failures: crate::retry::Failures,
-    /// Per CR: the last apply failure's message and how often in a row it came.
-    pub(super) last_failure: Mutex<HashMap<String, (String, u32)>>,
-    /// Per CR: the refusal last told in an Event, until an apply goes through.
-    pub(super) told_refusal: Mutex<HashMap<String, String>>,
+    /// Per CR: failures in a row, the last failure, the refusal last told;
+    /// forgotten when the CR is gone.
+    pub(super) memory: crate::retry::Memory,
 }
 
 impl<C: Component> Context<C> {
@@ -29,41 +27,24 @@ impl<C: Component> Context<C> {
 
     /// Counts this failure: how many times in a row the CR's apply failed with this message.
     pub(super) fn repeats(&self, cr: &C::Resource, message: &str) -> u32 {
-        let Ok(mut m) = self.last_failure.lock() else {
-            return 1;
-        };
-        let entry = m.entry(Self::key(cr)).or_insert_with(|| (String::new(), 0));
-        if entry.0 == message {
-            entry.1 = entry.1.saturating_add(1);
-        } else {
-            *entry = (message.to_string(), 1);
-        }
-        entry.1
+        self.memory.repeats(&Self::key(cr), message)
     }
 
     /// Whether this refusal is news: not the one last told for the CR. The
     /// CR's status alone cannot say so: a reconcile that runs before the
     /// watch brings back the status just written sees the old condition.
     pub(super) fn refusal_is_news(&self, cr: &C::Resource, refusal: &str) -> bool {
-        let Ok(mut m) = self.told_refusal.lock() else {
-            return true;
-        };
-        m.insert(Self::key(cr), refusal.to_string()).as_deref() != Some(refusal)
+        self.memory.refusal_is_news(&Self::key(cr), refusal)
     }
 
     /// An apply went through: the next refusal is news again.
     pub(super) fn forget_refusal(&self, cr: &C::Resource) {
-        if let Ok(mut m) = self.told_refusal.lock() {
-            m.remove(&Self::key(cr));
-        }
+        self.memory.forget_refusal(&Self::key(cr));
     }
 
     /// A success or a refusal ends a run of failures (and its backoff).
     pub(super) fn forget_failures(&self, cr: &C::Resource) {
-        self.failures.reset(&Self::key(cr));
-        if let Ok(mut m) = self.last_failure.lock() {
-            m.remove(&Self::key(cr));
-        }
+        self.memory.reset(&Self::key(cr));
     }
 }
 
@@ -114,9 +95,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         metrics: rt.metrics.clone(),
         name: name.clone(),
         detected_platform: Mutex::new(None),
-        failures: crate::retry::Failures::default(),
-        last_failure: Mutex::new(HashMap::new()),
-        told_refusal: Mutex::new(HashMap::new()),
+        memory: crate::retry::Memory::default(),
     });
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
@@ -229,12 +208,14 @@ pub(super) fn error_policy<C: Component>(
         .reconcile_errors_total
         .with_label_values(&[&ctx.name, err.metric_reason()])
         .inc();
+    let object = Context::<C>::key(&cr);
+    let kind = C::Resource::kind(&());
     if matches!(err, ReconcileError::CleanupPending(_)) {
-        tracing::info!(error = %err, "cleanup in progress");
+        tracing::info!(%kind, %object, error = %err, "cleanup in progress");
         return Action::requeue(Duration::from_millis(500));
     }
-    let n = ctx.failures.record(&Context::<C>::key(&cr));
-    tracing::warn!(error = %err, attempt = n, "reconcile failed; retrying");
+    let n = ctx.memory.record(&object);
+    tracing::warn!(%kind, %object, error = %err, attempt = n, "reconcile failed; retrying");
     Action::requeue(crate::retry::delay(n))
 }
 
@@ -245,12 +226,29 @@ pub(super) async fn reconcile<C: Component>(
     let started = Instant::now();
     let ns = cr.namespace().unwrap_or_default();
     let api: Api<C::Resource> = Api::namespaced(ctx.client.clone(), &ns);
-    let result = finalizer(&api, FINALIZER, cr, |event| async {
-        match event {
-            FinalizerEvent::Apply(cr) => apply::<C>(&cr, &ctx).await,
-            FinalizerEvent::Cleanup(cr) => cleanup_component::<C>(&cr, &ctx).await,
-        }
-    })
+    // Every line logged during the reconcile names the CR (several CRs of
+    // one kind can be reconciled at once).
+    let span = tracing::info_span!(
+        "reconcile",
+        kind = %C::Resource::kind(&()),
+        object = %Context::<C>::key(&cr)
+    );
+    let result = tracing::Instrument::instrument(
+        finalizer(&api, FINALIZER, cr, |event| async {
+            match event {
+                FinalizerEvent::Apply(cr) => apply::<C>(&cr, &ctx).await,
+                FinalizerEvent::Cleanup(cr) => {
+                    let done = cleanup_component::<C>(&cr, &ctx).await;
+                    // Removed: nothing of the CR is remembered any more.
+                    if done.is_ok() {
+                        ctx.memory.forget(&Context::<C>::key(&cr));
+                    }
+                    done
+                }
+            }
+        }),
+        span,
+    )
     .await;
     ctx.metrics
         .reconcile_time_seconds

@@ -33,7 +33,7 @@ use reconcile::{apply, inventory_of};
 use removal::{cleanup_component, released};
 use report::{record_gauges, refuse, write_status};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

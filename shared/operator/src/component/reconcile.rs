@@ -57,11 +57,12 @@ pub(super) async fn apply<C: Component>(
         Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
         Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
     };
-    let rendered = match upgrade_gate(cr, ctx, platform, &old, &mut status, rendered).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
-        Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
-    };
+    let (rendered, blocked) =
+        match upgrade_gate(cr, ctx, platform, &old, &mut status, rendered).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
+            Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
+        };
     let version = rendered.version.clone();
     let outcome = match apply_rendered(cr, ctx, rendered.objects, &version).await {
         Applied::Done(o) => o,
@@ -87,7 +88,16 @@ pub(super) async fn apply<C: Component>(
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
-    if let Some(plan) = status.upgrade_plan.as_ref().filter(|p| p.awaiting_approval) {
+    if let Some(message) = &blocked {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            reason::UPGRADE_BLOCKED,
+            message,
+            cr.meta().generation,
+        );
+    } else if let Some(plan) = status.upgrade_plan.as_ref().filter(|p| p.awaiting_approval) {
         let message = awaiting_message(cr.common().approved_plan.as_deref(), plan);
         conditions::set(
             &mut status.conditions,
@@ -108,17 +118,25 @@ pub(super) async fn apply<C: Component>(
     // Watches on the managed objects bring the next reconcile; the requeue
     // is a safety net, sooner while an object is held (what a person does
     // to resolve it may be nothing the watches see).
-    Ok(Action::requeue(if ready && outcome.held.is_empty() {
-        Duration::from_secs(600)
-    } else {
-        Duration::from_secs(30)
-    }))
+    Ok(Action::requeue(
+        if ready && outcome.held.is_empty() && blocked.is_none() {
+            Duration::from_secs(600)
+        } else {
+            Duration::from_secs(30)
+        },
+    ))
 }
 
+/// What an upgrade gate lets through: the objects to apply, and why the
+/// upgrade is blocked when it is (the installed version is applied then).
+type Gated = (Rendered, Option<String>);
+
 /// A change of version, before anything of it is written: its plan (what
-/// the installed version's objects become) goes into the status; under
-/// `upgradeStrategy: Manual` without `approvedPlan` set to the plan's
-/// digest, the installed version is what gets applied (and repaired) instead.
+/// the installed version's objects become) goes into the status. The
+/// installed version is what gets applied (and repaired) instead while
+/// `upgradeStrategy: Manual` waits for `approvedPlan` to be the plan's
+/// digest, or while the new version drops a CRD version that still stores
+/// objects (blocked: they would be unreadable).
 async fn upgrade_gate<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
@@ -126,9 +144,9 @@ async fn upgrade_gate<C: Component>(
     old: &ComponentStatus,
     status: &mut ComponentStatus,
     rendered: Rendered,
-) -> Result<Result<Rendered, Refusal>, ReconcileError> {
+) -> Result<Result<Gated, Refusal>, ReconcileError> {
     let Some(from) = old.version.as_deref().filter(|v| *v != rendered.version) else {
-        return Ok(Ok(rendered));
+        return Ok(Ok((rendered, None)));
     };
     let installed_cr = match at_version(cr, from) {
         Ok(c) => c,
@@ -149,15 +167,54 @@ async fn upgrade_gate<C: Component>(
                 ),
             )));
         }
-        Err(_) => return Ok(Ok(rendered)),
+        Err(_) => return Ok(Ok((rendered, None))),
     };
     let plan = crate::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
     let mut published = crate::upgrade_plan::published(from, &rendered.version, &plan, false);
     published.awaiting_approval =
         manual && cr.common().approved_plan.as_deref() != Some(published.digest.as_str());
     let awaiting = published.awaiting_approval;
+    let to = published.to.clone();
     status.upgrade_plan = Some(published);
-    Ok(Ok(if awaiting { installed } else { rendered }))
+    let stored = still_stored(ctx, &plan.crd_versions_removed).await?;
+    if !stored.is_empty() {
+        let message = format!(
+            "the upgrade from {from} to {to} removes CRD versions that still store objects: {}; \
+             migrate those objects to a version the new CRD keeps and remove the old one from \
+             the CRD's status.storedVersions, then the upgrade goes on",
+            stored.join(", ")
+        );
+        return Ok(Ok((installed, Some(message))));
+    }
+    Ok(Ok((if awaiting { installed } else { rendered }, None)))
+}
+
+/// Of the CRD versions an upgrade removes ("<crd> <version>"), those the
+/// live CRD still lists in `status.storedVersions`.
+async fn still_stored<C: Component>(
+    ctx: &Context<C>,
+    removed: &[String],
+) -> Result<Vec<String>, ReconcileError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut stored = Vec::new();
+    for entry in removed {
+        let Some((name, version)) = entry.split_once(' ') else {
+            continue;
+        };
+        let live = crds
+            .get_opt(name)
+            .await
+            .map_err(|e| ReconcileError::Api("read a CRD the upgrade changes", e))?;
+        if live
+            .and_then(|c| c.status)
+            .and_then(|s| s.stored_versions)
+            .is_some_and(|v| v.iter().any(|s| s == version))
+        {
+            stored.push(entry.clone());
+        }
+    }
+    Ok(stored)
 }
 
 /// The CR as it would be at another version (every other field the same).
