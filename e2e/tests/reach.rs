@@ -107,7 +107,28 @@ const DANGEROUS: &[Action] = &[
         "someone-elses",
         "",
     ),
+    (
+        "update",
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "someone-elses",
+        "",
+    ),
+    (
+        "update",
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "someone-elses",
+        "",
+    ),
 ];
+
+/// The writes of another party's webhook configuration (indices into
+/// DANGEROUS), and the operators docs/security.md says may make one: their
+/// controllers' roles hold them, so the operators must too.
+const WEBHOOK_WRITES: &[usize] = &[14, 15, 16, 17];
+const MAY_WRITE_OTHERS_WEBHOOKS: &[&str] =
+    &["training", "trainer", "serving", "pipelines", "istio"];
 
 /// What no operator may do, whatever the controllers it installs may.
 const NEVER: &[usize] = &[7, 8, 9, 10, 12, 13];
@@ -188,6 +209,19 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         }
     }
     println!("{}", table.join("\n"));
+    // docs/security.md names who may write another party's webhook
+    // configuration; nobody else may.
+    for c in COMPONENTS {
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        let may = WEBHOOK_WRITES
+            .iter()
+            .any(|i| can_i(&kubeconfig, DANGEROUS[*i]));
+        assert_eq!(
+            may,
+            MAY_WRITE_OTHERS_WEBHOOKS.contains(&c),
+            "{c}: docs/security.md says otherwise about other parties' webhook configurations"
+        );
+    }
 
     // 2. Self-escalation: widen one's own bundle role, bind cluster-admin,
     // create a role of one's own. Each refused by the API server.
