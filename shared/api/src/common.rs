@@ -120,6 +120,88 @@ pub struct CommonSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub approved_plan: Option<String>,
+    /// Changes to objects of the component's bundle that no field of this
+    /// resource makes, applied after the operator's own settings on every
+    /// reconcile and every version (an upgrade whose bundle lacks a target
+    /// is refused, naming it). Fields the operator must own are refused:
+    /// name, namespace, kind, owner references, the operator's labels and
+    /// annotations, aggregation labels, RBAC rules, role references and
+    /// subjects, webhook client configurations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub overrides: Vec<Override>,
+}
+
+/// One change to one object of the bundle.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Override {
+    /// The object, as the bundle names it.
+    pub target: OverrideTarget,
+    /// A JSON merge patch (RFC 7386): objects merge key by key, anything
+    /// else (lists included) replaces, null removes. For maps such as a
+    /// ConfigMap's data or an object's annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    pub merge_patch: Option<serde_json::Value>,
+    /// A JSON patch (RFC 6902): operations at JSON pointers, for changes
+    /// inside lists, e.g. `{op: add, path: /spec/template/spec/containers/0/env/-, value: {name: X, value: "1"}}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub json_patch: Vec<JsonPatchOperation>,
+}
+
+/// The object an override changes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideTarget {
+    /// Its kind, e.g. Deployment or ConfigMap.
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+    /// Its name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its namespace as the component installs it, when two objects share kind and name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+}
+
+/// One JSON patch operation (RFC 6902).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct JsonPatchOperation {
+    /// add, remove, replace, move, copy or test.
+    pub op: JsonPatchOp,
+    /// The JSON pointer operated on.
+    #[schemars(length(max = 1024))]
+    pub path: String,
+    /// The value (add, replace, test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    pub value: Option<serde_json::Value>,
+    /// The pointer moved or copied from (move, copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub from: Option<String>,
+}
+
+/// A JSON patch operation's name.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JsonPatchOp {
+    /// Add a value (at `-`: the end of a list).
+    #[default]
+    Add,
+    /// Remove the value.
+    Remove,
+    /// Replace the value.
+    Replace,
+    /// Move the value at `from`.
+    Move,
+    /// Copy the value at `from`.
+    Copy,
+    /// Fail unless the value is `value`.
+    Test,
 }
 
 /// What a change of version does, published before it is applied.

@@ -22,6 +22,7 @@ pub mod kinds;
 pub mod labels;
 pub mod live_index;
 pub mod openshift;
+pub mod overrides;
 pub mod platform;
 pub mod rbac;
 pub mod render;

@@ -319,6 +319,15 @@ async fn render<C: Component>(
         Ok(r) => r,
         Err(refusal) => return Ok(Err(refusal)),
     };
+    // The user's patches, after the component's own settings and before the
+    // digests are pinned (an image an override sets is pinned too).
+    if let Err(refusal) = crate::overrides::apply(
+        &mut rendered.objects,
+        &cr.common().overrides,
+        &rendered.version,
+    ) {
+        return Ok(Err(refusal));
+    }
     if let Some(name) = &cr.common().image_digests
         && let Err(refusal) = pin_digests(ctx, &ns, name, &mut rendered.objects).await?
     {
