@@ -31,12 +31,36 @@ impl Demo {
         Self::up_with(name, port_base, "processes")
     }
 
+    /// `up` at another Kubeflow release than the example's.
+    pub fn up_at(name: &str, port_base: u16, release: &str) -> (Demo, String) {
+        Self::up_with_env(
+            name,
+            port_base,
+            "processes",
+            &[("KUBEFLOW_DEMO_RELEASE", release)],
+        )
+    }
+
+    /// `e2e/demo upgrade <release>`: what it printed.
+    pub fn upgrade(&self, release: &str) -> String {
+        self.run(&["upgrade", release])
+    }
+
     /// `e2e/demo up` with the operators as the chart's pods on the real node.
     pub fn up_as_pods(name: &str) -> (Demo, String) {
         Self::up_with(name, 0, "pods")
     }
 
     fn up_with(name: &str, port_base: u16, operators: &str) -> (Demo, String) {
+        Self::up_with_env(name, port_base, operators, &[])
+    }
+
+    fn up_with_env(
+        name: &str,
+        port_base: u16,
+        operators: &str,
+        env: &[(&str, &str)],
+    ) -> (Demo, String) {
         let state = crate::operator::target_dir()
             .join("e2e-demo")
             .join(format!("{name}-{}", std::process::id()));
@@ -44,13 +68,18 @@ impl Demo {
         let _ = std::fs::create_dir_all(&state);
         let _ = std::fs::write(state.join("mode"), operators);
         let demo = Demo { state, port_base };
-        let out = demo.run(&["up", "--skip-build"]);
+        let out = demo.run_with(&["up", "--skip-build"], env);
         (demo, out)
     }
 
     fn run(&self, args: &[&str]) -> String {
+        self.run_with(args, &[])
+    }
+
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> String {
         let out = Command::new(crate::repo_root().join("e2e/demo"))
             .args(args)
+            .envs(env.iter().copied())
             .env("KUBEFLOW_DEMO_STATE", &self.state)
             .env("KUBEFLOW_DEMO_PORT_BASE", self.port_base.to_string())
             .env("KUBEFLOW_DEMO_TIMEOUT", "180")

@@ -41,7 +41,8 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     clear_leftovers(&client).await;
 
-    let (demo, printed) = Demo::up("demo", 16500);
+    // At the previous release, to upgrade from it below.
+    let (demo, printed) = Demo::up_at("demo", 16500, "26.03");
     // What the user sees last: every kind, Ready.
     for line in [
         "kubeflow.platform.kubeflow.org/kubeflow",
@@ -143,6 +144,17 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
             "{c}: its pod was not admitted or not Ready"
         );
     }
+
+    // The upgrade as the docs give it: the user sees the new release.
+    let shown = demo.upgrade("26.03.1");
+    let row = shown
+        .lines()
+        .find(|l| l.contains(" kubeflow "))
+        .unwrap_or_default();
+    assert!(
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("6/6"),
+        "kubectl get kubeflow after the upgrade:\n{shown}"
+    );
 
     // Removing one component through the Kubeflow CR removes it alone.
     merge(
