@@ -143,6 +143,9 @@ node_network_up() {
   fi
   if ! ip -4 addr show dev lo | grep -q "inet $HOST_IP/32"; then
     ip addr add "$HOST_IP/32" dev lo
+    # This state folder's cluster made the host-only network, so its `down`
+    # removes it; another cluster's (a test's throwaway one) must not.
+    touch "$STATE_DIR/host-network"
   fi
   if ! ip link show "$BRIDGE_IF" >/dev/null 2>&1; then
     ip link add "$BRIDGE_IF" type bridge
