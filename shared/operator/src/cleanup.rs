@@ -40,7 +40,12 @@ pub async fn cleanup(
     retain: &(dyn Fn(&DynamicObject) -> bool + Send + Sync),
     delete_crds: bool,
 ) -> Result<CleanupOutcome, ApplyError> {
-    let members = engine.list_members(inv, group_kinds).await?;
+    // The parent's own namespace may be going with it: the namespace
+    // controller removes the operator's Role there before the parent's
+    // finalizer runs. Its members there have the parent as owner.
+    let members = engine
+        .list_members_but(inv, group_kinds, Some(&inv.parent_namespace))
+        .await?;
     let live_objects: Vec<DynamicObject> = members.iter().map(|m| m.object.clone()).collect();
     let custom = kinds::custom_kinds(&live_objects);
     let mut waves: BTreeMap<u8, Vec<&Member>> = BTreeMap::new();

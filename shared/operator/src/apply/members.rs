@@ -57,29 +57,63 @@ impl Engine {
         inv: &Inventory,
         group_kinds: &BTreeSet<String>,
     ) -> Result<Vec<Member>, ApplyError> {
+        self.list_members_but(inv, group_kinds, None).await
+    }
+
+    /// Every live member, as [`Engine::list_members`], except in `ungranted`
+    /// when the operator may no longer list there: the parent's own
+    /// namespace while it is deleted with its parent (the namespace
+    /// controller has removed the operator's Role first). What is there has
+    /// the parent as owner, so garbage collection removes it either way.
+    pub async fn list_members_but(
+        &self,
+        inv: &Inventory,
+        group_kinds: &BTreeSet<String>,
+        ungranted: Option<&str>,
+    ) -> Result<Vec<Member>, ApplyError> {
         let mut out = Vec::new();
         for gk in group_kinds {
             let Some(resolved) = self.resolve_group_kind(gk).await? else {
                 continue;
             };
-            let apis: Vec<Api<DynamicObject>> = match self.scope.namespaces() {
+            let apis: Vec<(Option<&str>, Api<DynamicObject>)> = match self.scope.namespaces() {
                 Some(namespaces) if resolved.namespaced => namespaces
                     .iter()
-                    .map(|ns| Api::namespaced_with(self.client.clone(), ns, &resolved.resource))
+                    .map(|ns| {
+                        (
+                            Some(ns.as_str()),
+                            Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
+                        )
+                    })
                     .collect(),
-                _ => vec![Api::all_with(self.client.clone(), &resolved.resource)],
+                _ => vec![(None, Api::all_with(self.client.clone(), &resolved.resource))],
             };
-            for api in apis {
+            for (ns, api) in apis {
                 // Metadata only: a prune decides by identity, labels and
                 // kind, and a full list of CRDs is megabytes of schema.
-                let list = api
+                let list = match api
                     .list_metadata(&ListParams::default().labels(&inv.selector()))
                     .await
-                    .map_err(|source| ApplyError::Api {
-                        verb: "list",
-                        object: gk.clone(),
-                        source,
-                    })?;
+                {
+                    Ok(l) => l,
+                    Err(kube::Error::Api(e))
+                        if e.code == 403 && ns.is_some() && ns == ungranted =>
+                    {
+                        tracing::info!(
+                            namespace = ns.unwrap_or_default(),
+                            kind = %gk,
+                            "no right to list in the namespace being deleted; its objects go with it"
+                        );
+                        continue;
+                    }
+                    Err(source) => {
+                        return Err(ApplyError::Api {
+                            verb: "list",
+                            object: gk.clone(),
+                            source,
+                        });
+                    }
+                };
                 out.extend(list.items.into_iter().map(|item| Member {
                     object: DynamicObject {
                         types: Some(kube::api::TypeMeta {

@@ -1,0 +1,80 @@
+//! Deleting the namespace that holds the `Kubeflow` resource, with Kubeflow
+//! installed and the operators running as the chart's ServiceAccounts: the
+//! namespace controller removes the operators' Roles there before the
+//! resources' finalizers run, and the cleanup must still finish (the
+//! cluster-scoped objects go by the operators' cluster rights; what was in
+//! the namespace goes with it). Only the kept CRDs remain.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, prepare, wait_gone};
+use kubeflow_e2e::demo::{
+    Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
+};
+use kubeflow_e2e::wait_for;
+
+const TIMEOUT: Duration = Duration::from_secs(240);
+
+#[tokio::test]
+async fn deleting_the_kubeflow_namespace_finishes_and_leaves_only_kept_crds() {
+    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    clear_leftovers(&client).await;
+    let (demo, _) = Demo::up("namespace-deletion", 16640);
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(KUBEFLOW_NAMESPACE, &Default::default())
+        .await
+        .expect("delete the namespace");
+    wait_for("the namespace gone", TIMEOUT, || async {
+        namespaces
+            .get_opt(KUBEFLOW_NAMESPACE)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let refused = demo.forbidden();
+
+    // Nothing the operators managed is left but CRDs: no cluster role,
+    // binding, webhook configuration or claim, and nothing in istio-system.
+    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
+    let left: Vec<String> = tool_ok(
+        "kubectl",
+        &[
+            "get",
+            &kinds.join(","),
+            "-A",
+            "-l",
+            "components.kubeflow.org/component",
+            "-o",
+            "name",
+        ],
+    )
+    .lines()
+    .filter(|o| !o.starts_with("customresourcedefinition"))
+    .map(str::to_string)
+    .collect();
+    assert_eq!(left, Vec::<String>::new(), "left after the namespace went");
+    let roles = tool_ok("kubectl", &["get", "clusterroles", "-o", "name"]);
+    assert!(!roles.contains("-cluster-claim"), "a claim is left");
+    // The only refusals were in the namespace being deleted.
+    let inside = format!("in the namespace \"{KUBEFLOW_NAMESPACE}\"");
+    assert!(
+        refused.iter().all(|r| r.contains(&inside)),
+        "refused outside the deleted namespace:\n{}",
+        refused.join("\n")
+    );
+
+    drop(demo);
+    tool_ok(
+        "helm",
+        &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
+    );
+    let _ = namespaces.delete("istio-system", &Default::default()).await;
+    wait_gone(&namespaces, "istio-system", TIMEOUT).await;
+}
