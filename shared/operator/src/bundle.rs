@@ -259,6 +259,24 @@ impl BundleCache {
         }
         Ok(bundle)
     }
+
+    /// Drops every other version of `component`'s bundle: after an upgrade
+    /// the version left would otherwise stay parsed in memory.
+    pub fn keep_only(&self, component: &str, version: &str) {
+        if let Ok(mut m) = self.entries.lock() {
+            m.retain(|(c, v), _| c != component || v == version);
+        }
+    }
+
+    /// How many bundles are held.
+    pub fn len(&self) -> usize {
+        self.entries.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The (apiVersion, kind) pairs of every document in every version of a
@@ -333,4 +351,24 @@ pub fn crd_names(folder: &Path) -> HashMap<(String, String), CrdNames> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_an_upgrade_only_the_version_applied_stays_parsed() {
+        let root = crate::component::manifests_dir();
+        let cache = BundleCache::default();
+        for v in ["1.29.0", "1.30.1"] {
+            cache.get(&root, "istio", v).expect("bundle");
+        }
+        cache.get(&root, "training", "v1.9.2").expect("bundle");
+        assert_eq!(cache.len(), 3);
+        cache.keep_only("istio", "1.30.1");
+        assert_eq!(cache.len(), 2, "the other component's bundle stays");
+        cache.keep_only("training", "v1.9.2");
+        assert_eq!(cache.len(), 2);
+    }
 }

@@ -85,6 +85,8 @@ pub(super) async fn apply<C: Component>(
     };
     ctx.forget_failures(cr);
     ctx.forget_refusal(cr);
+    // Applied at this version: an older one's parsed bundle is not needed.
+    ctx.bundles.keep_only(C::Resource::COMPONENT, &version);
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
@@ -153,7 +155,11 @@ async fn upgrade_gate<C: Component>(
         Err(refusal) => return Ok(Err(refusal)),
     };
     let manual = cr.common().upgrade_strategy == Some(kubeflow_api::UpgradeStrategy::Manual);
-    let installed = match render(&installed_cr, ctx, platform).await? {
+    // The installed version's bundle in a cache of its own, dropped with
+    // it: the operator's cache would otherwise hold both versions' parsed
+    // bundles for the rest of its life after every upgrade.
+    let once = BundleCache::default();
+    let installed = match render_with(&installed_cr, ctx, platform, &once).await? {
         Ok(r) => r,
         // The installed version's bundle is gone (an operator that no longer
         // carries it): no plan can be made. Automatic goes on as before;
@@ -295,6 +301,16 @@ async fn render<C: Component>(
     ctx: &Context<C>,
     platform: Platform,
 ) -> Result<Result<Rendered, Refusal>, ReconcileError> {
+    render_with(cr, ctx, platform, &ctx.bundles).await
+}
+
+/// [`render`] with another bundle cache.
+async fn render_with<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    platform: Platform,
+    bundles: &BundleCache,
+) -> Result<Result<Rendered, Refusal>, ReconcileError> {
     let ns = cr.namespace().unwrap_or_default();
     // Outside the allowed namespaces nothing is read or written: a CR in a
     // tenant's namespace must not get a controller with cluster-wide rights.
@@ -311,7 +327,7 @@ async fn render<C: Component>(
     };
     let render_ctx = RenderContext {
         manifests_dir: &ctx.manifests_dir,
-        bundles: &ctx.bundles,
+        bundles,
         namespace: &ns,
         platform,
     };
