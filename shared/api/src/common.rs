@@ -61,11 +61,13 @@ pub enum UpgradeStrategy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommonSpec {
-    /// Component version to deploy, e.g. "v1.9.2"; the meta-operator sets it from its release table.
+    /// Component version to deploy (a version the operator carries bundles
+    /// for); the meta-operator sets it from its release table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub version: Option<String>,
-    /// Image overrides by container name, e.g. {"training-operator": "registry.example/training:v1"}.
+    /// Image overrides: a full image reference per container name (each
+    /// kind's description names its keys).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend(
         "maxProperties" = 32,

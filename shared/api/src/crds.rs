@@ -9,7 +9,17 @@ use crate::{DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Trainin
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
-    let component = |crd| with_defaults(crd, COMPONENT_DEFAULTS);
+    let component = |crd, kind: &str| {
+        let (version, images) = KIND_EXAMPLES
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .map(|(_, v, i)| (*v, *i))
+            .unwrap_or_default();
+        with_descriptions(
+            with_defaults(crd, COMPONENT_DEFAULTS),
+            &[("version", version), ("images", images)],
+        )
+    };
     vec![
         (
             "platform.kubeflow.org_kubeflows.yaml",
@@ -17,30 +27,65 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ),
         (
             "components.kubeflow.org_istios.yaml",
-            component(Istio::crd()),
+            component(Istio::crd(), "Istio"),
         ),
         (
             "components.kubeflow.org_pipelines.yaml",
-            component(Pipelines::crd()),
+            component(Pipelines::crd(), "Pipelines"),
         ),
         (
             "components.kubeflow.org_servings.yaml",
-            component(Serving::crd()),
+            component(Serving::crd(), "Serving"),
         ),
         (
             "components.kubeflow.org_trainings.yaml",
-            component(Training::crd()),
+            component(Training::crd(), "Training"),
         ),
         (
             "components.kubeflow.org_trainers.yaml",
-            component(Trainer::crd()),
+            component(Trainer::crd(), "Trainer"),
         ),
         (
             "components.kubeflow.org_deviceplugins.yaml",
-            component(DevicePlugins::crd()),
+            component(DevicePlugins::crd(), "DevicePlugins"),
         ),
     ]
 }
+
+/// Each component kind's own wording of the shared `version` and `images`
+/// fields (the shared Rust type cannot give one kind's examples to all).
+const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
+    (
+        "Istio",
+        "Istio version to deploy, e.g. \"1.30.1\" (no \"v\"); the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"discovery\": \"registry.example/istio/pilot:1.30.1\"} (istiod's container); \"istio-proxy\" names the gateway's.",
+    ),
+    (
+        "Pipelines",
+        "Kubeflow Pipelines version to deploy, e.g. \"2.16.1\" (no \"v\"); the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"ml-pipeline-api-server\": \"registry.example/kfp/api-server:2.16.1\"}.",
+    ),
+    (
+        "Serving",
+        "KServe version to deploy, e.g. \"v0.18.0\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"manager\": \"registry.example/kserve/kserve-controller:v0.18.0\"} (KServe's controllers all name their container \"manager\": one override sets them all).",
+    ),
+    (
+        "Training",
+        "training-operator version to deploy, e.g. \"v1.9.2\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"training-operator\": \"registry.example/kubeflow/training-operator:v1.9.2\"}.",
+    ),
+    (
+        "Trainer",
+        "Kubeflow Trainer version to deploy, e.g. \"v2.2.0\"; the meta-operator sets it from its release table.",
+        "Image overrides by Deployment (both controllers name their container \"manager\"): \"kubeflow-trainer-controller-manager\" or \"jobset-controller-manager\", e.g. {\"jobset-controller-manager\": \"registry.example/jobset/jobset:v0.11.0\"}.",
+    ),
+    (
+        "DevicePlugins",
+        "Unused: each entry of plugins names its own version.",
+        "Unused: each entry of plugins names its own image.",
+    ),
+];
 
 /// Defaults the operators apply in code when a component CR leaves these
 /// fields out, written into the schema so that the API server fills them
@@ -68,6 +113,33 @@ fn with_defaults(
         for (field, value) in defaults {
             if let Some(prop) = spec.get_mut(*field) {
                 prop.default = Some(JSON(serde_json::Value::String((*value).into())));
+            }
+        }
+    }
+    crd
+}
+
+/// The CRD with these top-level `spec` fields described anew.
+fn with_descriptions(
+    mut crd: CustomResourceDefinition,
+    descriptions: &[(&str, &str)],
+) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let Some(spec) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+        else {
+            continue;
+        };
+        for (field, text) in descriptions {
+            if let Some(prop) = spec.get_mut(*field)
+                && !text.is_empty()
+            {
+                prop.description = Some((*text).to_string());
             }
         }
     }
