@@ -9,6 +9,15 @@ use serde_json::Value;
 
 use crate::children::{Child, expected_version};
 
+/// A condition of a live object's status, by type.
+fn condition<'a>(status: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
+    status?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
 /// Summarizes one managed child from its live object (None: not created yet).
 /// (Long on purpose: one case after another, each a reason a person reads.)
 pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummary {
@@ -28,13 +37,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
     let observed = status
         .and_then(|s| s.get("observedGeneration"))
         .and_then(Value::as_i64);
-    let ready_cond = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-        });
+    let ready_cond = condition(status, "Ready");
     let text = |k: &str| {
         ready_cond
             .and_then(|c| c.get(k))
@@ -61,13 +64,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
     } else if text("status").as_deref() != Some("True") {
         (false, text("reason"), text("message"))
     } else if crate::approval::child_awaits(child, live) {
-        let progressing = status
-            .and_then(|s| s.get("conditions"))
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Progressing"))
-            })
+        let progressing = condition(status, "Progressing")
             .and_then(|c| c.get("message"))
             .and_then(Value::as_str)
             .map(str::to_string);

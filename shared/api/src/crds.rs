@@ -1,7 +1,7 @@
 //! CRD generation: the YAML in `crds/` is made from these types.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSON,
+    CustomResourceDefinition, JSON, JSONSchemaProps,
 };
 use kube::CustomResourceExt;
 
@@ -96,33 +96,33 @@ const COMPONENT_DEFAULTS: &[(&str, &str)] = &[("platform", "auto"), ("crdPolicy"
 /// Rust types are embedded in the `Kubeflow` kind's component entries, where
 /// a default would turn "not stated" into a value passed to every child.
 fn with_defaults(
-    mut crd: CustomResourceDefinition,
+    crd: CustomResourceDefinition,
     defaults: &[(&str, &str)],
 ) -> CustomResourceDefinition {
-    for version in &mut crd.spec.versions {
-        let Some(spec) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"))
-            .and_then(|s| s.properties.as_mut())
-        else {
-            continue;
-        };
-        for (field, value) in defaults {
-            if let Some(prop) = spec.get_mut(*field) {
-                prop.default = Some(JSON(serde_json::Value::String((*value).into())));
-            }
-        }
-    }
-    crd
+    each_spec_field(crd, defaults, |prop, value| {
+        prop.default = Some(JSON(serde_json::Value::String(value.into())));
+    })
 }
 
-/// The CRD with these top-level `spec` fields described anew.
+/// The CRD with these top-level `spec` fields described anew (an empty text
+/// keeps the type's own description).
 fn with_descriptions(
-    mut crd: CustomResourceDefinition,
+    crd: CustomResourceDefinition,
     descriptions: &[(&str, &str)],
+) -> CustomResourceDefinition {
+    each_spec_field(crd, descriptions, |prop, text| {
+        if !text.is_empty() {
+            prop.description = Some(text.to_string());
+        }
+    })
+}
+
+/// Calls `change` on each named top-level `spec` field of every version's
+/// schema, with the value given for it.
+fn each_spec_field(
+    mut crd: CustomResourceDefinition,
+    fields: &[(&str, &str)],
+    change: impl Fn(&mut JSONSchemaProps, &str),
 ) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         let Some(spec) = version
@@ -135,11 +135,9 @@ fn with_descriptions(
         else {
             continue;
         };
-        for (field, text) in descriptions {
-            if let Some(prop) = spec.get_mut(*field)
-                && !text.is_empty()
-            {
-                prop.description = Some((*text).to_string());
+        for (field, value) in fields {
+            if let Some(prop) = spec.get_mut(*field) {
+                change(prop, value);
             }
         }
     }
