@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
     let command = Cli::command()
         .mut_subcommand("images", |images| {
             images.mut_arg("version", |v| {
-                v.help("The Kubeflow release (a row of the release table, e.g. 26.03.1)")
+                v.help("The Kubeflow release (a row of the release table, e.g. 26.03.1), or `all`: every release's images")
             })
         })
         .mut_subcommand("plan", |plan| {

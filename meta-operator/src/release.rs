@@ -225,10 +225,19 @@ pub fn plan(manifests_dir: &std::path::Path, from: &str, to: &str) -> anyhow::Re
 
 /// Every image a Kubeflow release would run, from its components' bundles as
 /// upstream ships them (every device-plugin version: those are chosen per CR).
+/// `all`: every release's, for a mirror that serves every upgrade step (and
+/// the OLM bundle's relatedImages).
 pub fn images(
     manifests_dir: &std::path::Path,
     kubeflow: &str,
 ) -> anyhow::Result<Vec<kubeflow_operator::images::Found>> {
+    if kubeflow == "all" {
+        let mut found = Vec::new();
+        for r in RELEASES {
+            found.extend(images(manifests_dir, r.kubeflow)?);
+        }
+        return Ok(found);
+    }
     let release = find(kubeflow).ok_or_else(|| {
         anyhow::anyhow!(
             "unknown Kubeflow release {kubeflow}; known: {}",

@@ -1,0 +1,202 @@
+//! The chart's render, read back: per operator its Deployment, its
+//! ServiceAccount and the rules the chart grants that ServiceAccount; and the
+//! chart's other objects, split into those an OLM bundle can carry and those
+//! it cannot.
+
+use serde_json::{Value, json};
+
+/// One operator as the chart installs it.
+pub struct Operator {
+    /// The component (`meta`, `serving`, ...): the pods' `app.kubernetes.io/component`.
+    pub component: String,
+    pub deployment: Value,
+    pub service_account: String,
+    /// The rules of its ClusterRoles (`<sa>` and `<sa>-grants`).
+    pub cluster_rules: Vec<Value>,
+    /// The rules of its Roles in one allowed namespace (`<sa>`,
+    /// `<sa>-grants`), the same in each, and of its leader-election Role.
+    pub namespaced_rules: Vec<Value>,
+}
+
+pub struct Chart {
+    pub operators: Vec<Operator>,
+    objects: Vec<Value>,
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn kind(v: &Value) -> &str {
+    str_at(v, "/kind")
+}
+
+fn name(v: &Value) -> &str {
+    str_at(v, "/metadata/name")
+}
+
+fn rules(v: &Value) -> Vec<Value> {
+    v.get("rules")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+impl Chart {
+    pub fn read(objects: &[Value]) -> Result<Chart, String> {
+        let mut operators = Vec::new();
+        for deployment in objects.iter().filter(|o| kind(o) == "Deployment") {
+            let sa = str_at(deployment, "/spec/template/spec/serviceAccountName").to_string();
+            let component = str_at(
+                deployment,
+                "/spec/template/metadata/labels/app.kubernetes.io~1component",
+            )
+            .to_string();
+            if sa.is_empty() || component.is_empty() {
+                return Err(format!(
+                    "Deployment {} has no ServiceAccount or component label",
+                    name(deployment)
+                ));
+            }
+            let named = |k: &str, n: &str| -> Vec<&Value> {
+                objects
+                    .iter()
+                    .filter(|o| kind(o) == k && name(o) == n)
+                    .collect()
+            };
+            let mut cluster_rules = Vec::new();
+            for n in [sa.clone(), format!("{sa}-grants")] {
+                for role in named("ClusterRole", &n) {
+                    cluster_rules.extend(rules(role));
+                }
+            }
+            if cluster_rules.is_empty() {
+                return Err(format!("the chart grants {sa} no ClusterRole"));
+            }
+            // The chart repeats each Role in every allowed namespace: one copy.
+            let mut namespaced_rules = Vec::new();
+            for role_name in [
+                sa.clone(),
+                format!("{sa}-grants"),
+                format!("{sa}-leader-election"),
+            ] {
+                if let Some(role) = named("Role", &role_name).first() {
+                    namespaced_rules.extend(rules(role));
+                }
+            }
+            // The chart creates the leader Lease, which a bundle cannot
+            // carry: under OLM the operator creates it (in its own namespace,
+            // where OLM puts these rules).
+            namespaced_rules.push(json!({
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["create"],
+            }));
+            operators.push(Operator {
+                component,
+                deployment: deployment.clone(),
+                service_account: sa,
+                cluster_rules,
+                namespaced_rules,
+            });
+        }
+        if operators.is_empty() {
+            return Err("the chart's render has no Deployment".into());
+        }
+        operators.sort_by(|a, b| a.component.cmp(&b.component));
+        Ok(Chart {
+            operators,
+            objects: objects.to_vec(),
+        })
+    }
+
+    fn operator_rbac(&self, o: &Value) -> bool {
+        let n = name(o);
+        self.operators.iter().any(|op| {
+            let sa = op.service_account.as_str();
+            n == sa
+                || n.strip_prefix(sa)
+                    .is_some_and(|rest| rest == "-grants" || rest == "-leader-election")
+        })
+    }
+
+    /// The chart's objects that a bundle carries beside the CSV, without
+    /// Helm's bookkeeping labels and without a namespace (OLM installs
+    /// namespaced ones into the operator's namespace): the metrics Services,
+    /// NetworkPolicies, PodDisruptionBudgets, the dashboards' ConfigMaps and
+    /// the users' ClusterRoles.
+    pub fn extra_objects(&self) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|o| match kind(o) {
+                "Service" | "NetworkPolicy" | "PodDisruptionBudget" | "ConfigMap" => true,
+                "ClusterRole" => !self.operator_rbac(o),
+                _ => false,
+            })
+            .map(without_helm)
+            .collect()
+    }
+
+    /// The ValidatingAdmissionPolicies (and bindings) that let each operator
+    /// create cluster-scoped objects only under its bundles' names. OLM
+    /// cannot install them; they match the operator's ServiceAccount in any
+    /// namespace, since the namespace OLM installs into is chosen at install.
+    pub fn admission_policies(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for o in &self.objects {
+            match kind(o) {
+                "ValidatingAdmissionPolicy" => {
+                    let mut policy = o.clone();
+                    if let Some(conditions) = policy
+                        .pointer_mut("/spec/matchConditions")
+                        .and_then(Value::as_array_mut)
+                    {
+                        for c in conditions {
+                            let sa = self.operators.iter().find(|op| {
+                                str_at(c, "/expression")
+                                    .ends_with(&format!(":{}'", op.service_account))
+                            });
+                            if let Some(op) = sa {
+                                c["expression"] = Value::String(format!(
+                                    "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':{}')",
+                                    op.service_account
+                                ));
+                            }
+                        }
+                    }
+                    out.push(without_helm(&policy));
+                }
+                "ValidatingAdmissionPolicyBinding" => out.push(without_helm(o)),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// An object as a bundle file holds it: no namespace, no Helm labels.
+pub fn without_helm(o: &Value) -> Value {
+    let mut o = o.clone();
+    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("namespace");
+        if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            labels.remove("helm.sh/chart");
+            labels.remove("app.kubernetes.io/managed-by");
+        }
+    }
+    o
+}
+
+/// `<name>_<apiVersion>_<kind>.yaml`, as operator-sdk names a bundle's
+/// other files.
+pub fn file_name(o: &Value) -> String {
+    let api_version = str_at(o, "/apiVersion").replace('/', "_");
+    format!(
+        "{}_{}_{}.yaml",
+        name(o),
+        api_version,
+        kind(o).to_lowercase()
+    )
+}
