@@ -1,8 +1,12 @@
 //! `spec.overrides`: an environment variable added to KServe's controller
 //! and a key of `inferenceservice-config` changed survive a drift repair, a
 //! reconcile that writes nothing, and the upgrade to the next version; an
-//! override whose target the new version lacks stops the upgrade with a
-//! condition naming it; a bad override is refused with nothing written.
+//! override whose target the new version lacks holds the upgrade
+//! (`UpgradeBlocked`, named in the plan) while the installed version runs
+//! on; a bad override is refused with nothing written. Overrides from a
+//! ConfigMap (`spec.overridesConfigMap`): missing and malformed maps
+//! refused, a good one applied. A hand edit of a managed Deployment shows
+//! in `status.foreignFields` and goes when undone.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -153,12 +157,15 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
     merge(&api, "kubeflow", json!({"spec": {"overrides": overrides}})).await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
 
-    // The upgrade: v0.18.0 has no llmisvc-manager-role; refused, naming it.
+    // The upgrade: v0.18.0 has no llmisvc-manager-role. The upgrade waits
+    // (Degraded, UpgradeBlocked) with the override named in the condition
+    // and in the plan; v0.16.0 keeps running with every override.
     merge(&api, "kubeflow", json!({"spec": {"version": "v0.18.0"}})).await;
-    let message = wait_for("the upgrade refused", TIMEOUT, || async {
+    let message = wait_for("the upgrade blocked", TIMEOUT, || async {
         let cr = api.get("kubeflow").await.ok()?;
-        let (s, reason, message, g) = condition(&cr, "Ready")?;
-        (s == "False" && reason == "InvalidSpec" && g == cr.metadata.generation).then_some(message)
+        let (s, reason, message, g) = condition(&cr, "Degraded")?;
+        (s == "True" && reason == "UpgradeBlocked" && g == cr.metadata.generation)
+            .then_some(message)
     })
     .await;
     assert!(
@@ -168,6 +175,26 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
     );
     let cr = api.get("kubeflow").await.expect("Serving");
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v0.16.0")));
+    let plan = &cr.data["status"]["upgradePlan"];
+    assert_eq!(plan["to"], json!("v0.18.0"));
+    let details = plan["details"].as_str().unwrap_or_default();
+    assert!(
+        details.contains(
+            "override does not apply: spec.overrides[2] (ClusterRole llmisvc-manager-role)"
+        ),
+        "{details}"
+    );
+    assert!(
+        plan["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1 override(s) do not apply"),
+        "{plan}"
+    );
+    let (env, security, _) = overridden(&deployments, &cms)
+        .await
+        .expect("the overrides while the upgrade waits");
+    assert_eq!((env.as_str(), security.as_str()), ("kept", SECURITY));
     // Without it, the upgrade goes through and keeps the other two.
     let kept: Vec<Value> = overrides.as_array().cloned().unwrap_or_default()[..2].to_vec();
     merge(&api, "kubeflow", json!({"spec": {"overrides": kept}})).await;
@@ -184,6 +211,151 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
         .await
         .expect("the overrides after the upgrade");
     assert_eq!((env.as_str(), security.as_str()), ("kept", SECURITY));
+
+    // Overrides from a ConfigMap: missing, then malformed, are refused with
+    // nothing written; then its entry applies after the resource's own.
+    let before = versions(&deployments, &cms).await;
+    merge(
+        &api,
+        "kubeflow",
+        json!({"spec": {"overridesConfigMap": "serving-overrides"}}),
+    )
+    .await;
+    let refused = |want_reason: &'static str| {
+        let api = api.clone();
+        move || {
+            let api = api.clone();
+            async move {
+                let cr = api.get("kubeflow").await.ok()?;
+                let (s, reason, message, g) = condition(&cr, "Ready")?;
+                (s == "False" && reason == want_reason && g == cr.metadata.generation)
+                    .then_some(message)
+            }
+        }
+    };
+    let message = wait_for(
+        "a missing ConfigMap refused",
+        TIMEOUT,
+        refused("PrerequisiteMissing"),
+    )
+    .await;
+    assert!(
+        message.contains("spec.overridesConfigMap") && message.contains("serving-overrides"),
+        "{message}"
+    );
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: serving-overrides}\ndata:\n  overrides: 'target: not a list'\n",
+    )
+    .await;
+    // The ConfigMap is not watched: a change to the resource brings the reconcile.
+    merge(
+        &api,
+        "kubeflow",
+        json!({"metadata": {"annotations": {"example.com/poke": "2"}}}),
+    )
+    .await;
+    let message = wait_for(
+        "a malformed ConfigMap refused",
+        TIMEOUT,
+        refused("InvalidSpec"),
+    )
+    .await;
+    assert!(
+        message.contains("key overrides: not a list of overrides"),
+        "{message}"
+    );
+    assert_eq!(
+        versions(&deployments, &cms).await,
+        before,
+        "a refused ConfigMap wrote"
+    );
+    apply_yaml(
+        &client,
+        &ns.name,
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: serving-overrides}
+data:
+  overrides: |
+    - target: {kind: Deployment, name: kserve-controller-manager}
+      jsonPatch:
+        - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: FROM_CONFIG_MAP, value: "yes"}}
+"#,
+    )
+    .await;
+    merge(
+        &api,
+        "kubeflow",
+        json!({"metadata": {"annotations": {"example.com/poke": "3"}}}),
+    )
+    .await;
+    wait_for("the ConfigMap's override applied", TIMEOUT, || async {
+        let d = deployments.get("kserve-controller-manager").await.ok()?;
+        let env = env_of(&d);
+        (env.get("FROM_CONFIG_MAP").map(String::as_str) == Some("yes")
+            && env.get("KUBEFLOW_OVERRIDE").map(String::as_str) == Some("kept"))
+        .then_some(())
+    })
+    .await;
+    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // A hand edit shows in status.foreignFields within a reconcile (the
+    // Deployment's own watch brings it), and goes when it is undone.
+    let annotate = |value: &str| {
+        let out = kubeflow_e2e::run_tool(
+            "kubectl",
+            &[
+                "annotate",
+                "-n",
+                &ns.name,
+                "deployment/kserve-controller-manager",
+                value,
+                "--overwrite",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    annotate("example.com/hand=edit");
+    let entry = wait_for("the hand edit reported", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        cr.data["status"]["foreignFields"]
+            .as_array()?
+            .iter()
+            .find(|e| e["manager"] == "kubectl-annotate")
+            .cloned()
+    })
+    .await;
+    assert!(
+        entry["object"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(&format!("{}/kserve-controller-manager", ns.name)),
+        "{entry}"
+    );
+    assert_eq!(
+        entry["fields"],
+        json!(["metadata.annotations.example.com/hand"]),
+        "{entry}"
+    );
+    assert!(
+        entry.get("controller").is_none(),
+        "a hand edit named a controller: {entry}"
+    );
+    annotate("example.com/hand-");
+    wait_for("the undone edit dropped", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let listed = cr.data["status"]["foreignFields"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|e| e["manager"] == "kubectl-annotate"));
+        (!listed).then_some(())
+    })
+    .await;
 
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
     ns.delete().await;

@@ -124,14 +124,26 @@ pub struct CommonSpec {
     pub approved_plan: Option<String>,
     /// Changes to objects of the component's bundle that no field of this
     /// resource makes, applied after the operator's own settings on every
-    /// reconcile and every version (an upgrade whose bundle lacks a target
-    /// is refused, naming it). Fields the operator must own are refused:
-    /// name, namespace, kind, owner references, the operator's labels and
-    /// annotations, aggregation labels, RBAC rules, role references and
-    /// subjects, webhook client configurations.
+    /// reconcile and every version (an upgrade to a version whose bundle
+    /// lacks a target, or to which a patch no longer applies, waits with
+    /// the override named in its plan). Fields the operator must own are
+    /// refused: name, namespace, kind, owner references, the operator's
+    /// labels and annotations, aggregation labels, RBAC rules, role
+    /// references and subjects, webhook client configurations.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub overrides: Vec<Override>,
+    /// More overrides, kept in a ConfigMap in this resource's namespace (for
+    /// lists too long for the resource, or kept by another team): its key
+    /// `overrides` holds a YAML (or JSON) list of entries like those of
+    /// `overrides`, applied after them, with the same checks. A missing
+    /// ConfigMap or a key that does not parse is refused and nothing is
+    /// applied. The operator reads it on every reconcile: a change shows at
+    /// the next one (at most 10 minutes at rest; any change to this resource
+    /// brings one at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub overrides_config_map: Option<String>,
 }
 
 /// One change to one object of the bundle.
@@ -292,6 +304,34 @@ pub struct ComponentStatus {
     /// approval, or the one last applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade_plan: Option<UpgradePlanStatus>,
+    /// Fields of the managed objects that another field manager owns: a
+    /// hand edit (`kubectl edit`, `patch`, `annotate`, a console) or another
+    /// controller. The operator keeps them (it repairs only its own fields);
+    /// turn a hand edit into an override to keep it across upgrades.
+    /// Kubernetes' own bookkeeping (kube-controller-manager, the scheduler)
+    /// and status writes are left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub foreign_fields: Vec<ForeignFields>,
+}
+
+/// Fields of one managed object that one other field manager owns.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForeignFields {
+    /// The object: `<Kind> [<namespace>/]<name>`.
+    pub object: String,
+    /// The field manager (`kubectl-edit`, `kubectl-patch`, a controller's name).
+    pub manager: String,
+    /// The fields it owns, as paths (`metadata.annotations.example.com/team`,
+    /// `spec.template.spec.containers[name=manager].env[name=FOO]`); at most
+    /// 16, then a count of the rest.
+    pub fields: Vec<String>,
+    /// Set when the fields are a known controller's, and why it owns them
+    /// (a CA injector's `caBundle`, an autoscaler's replicas); unset: a hand
+    /// edit or a manager the operator does not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
 }
 
 /// The schema of a `conditions` list, as the API conventions ask: a map

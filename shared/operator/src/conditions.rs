@@ -65,8 +65,12 @@ pub enum Reason {
     /// A change of version waits for its plan to be approved.
     AwaitingApproval,
     /// A change of version cannot go on until a person acts (the new
-    /// version drops a CRD version that still stores objects).
+    /// version drops a CRD version that still stores objects, or an
+    /// override does not apply to it).
     UpgradeBlocked,
+    /// An override names an object the bundle does not hold at this
+    /// version, or its patch does not apply to that object.
+    OverrideNotApplicable,
 }
 
 impl Reason {
@@ -98,6 +102,7 @@ impl Reason {
             Reason::LiveStateRefused => "LiveStateRefused",
             Reason::AwaitingApproval => "AwaitingApproval",
             Reason::UpgradeBlocked => "UpgradeBlocked",
+            Reason::OverrideNotApplicable => "OverrideNotApplicable",
         }
     }
 }
@@ -174,6 +179,8 @@ pub mod reason {
     pub const AWAITING_APPROVAL: Reason = Reason::AwaitingApproval;
     /// A change of version cannot go on until a person acts.
     pub const UPGRADE_BLOCKED: Reason = Reason::UpgradeBlocked;
+    /// See [`Reason::OverrideNotApplicable`].
+    pub const OVERRIDE_NOT_APPLICABLE: Reason = Reason::OverrideNotApplicable;
 }
 
 /// The longest condition message written, in bytes. The CRDs allow 32,768;

@@ -13,6 +13,7 @@ pub mod component;
 pub mod conditions;
 pub mod discovery;
 pub mod events;
+pub mod foreign_fields;
 pub mod health;
 pub mod images;
 #[cfg(test)]

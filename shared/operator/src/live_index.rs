@@ -5,9 +5,11 @@
 //! it changed since the engine last verified it (see `apply::memo`), so a
 //! repair is one watch event, a read of what changed and one write instead of
 //! a read of every managed object. The stores hold metadata without
-//! `managedFields` (a CRD's field set is as large as its schema): a few
-//! hundred bytes per managed object, and nothing of unmanaged ones, since
-//! every watch selects the component's label.
+//! `managedFields` (a CRD's field set is as large as its schema) but for
+//! other managers' entries (`foreign_fields`: hand edits, other
+//! controllers), which the status reports: a few hundred bytes per managed
+//! object, and nothing of unmanaged ones, since every watch selects the
+//! component's label.
 //!
 //! A watch of a kind the bundles define by a CRD starts once that CRD
 //! exists (one metadata watch of all CRDs tells): a kind of another bundle
@@ -17,6 +19,7 @@
 use std::sync::Arc;
 
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
@@ -47,6 +50,11 @@ impl LiveIndex {
     /// The resourceVersion the watches last saw of `key`; None when the
     /// object is not in a store (absent, not seen yet, or not watched).
     pub fn resource_version(&self, key: &ObjectKey) -> Option<String> {
+        self.get(key)?.metadata.resource_version.clone()
+    }
+
+    /// What the watch of `key`'s kind (and namespace) holds of it.
+    fn get(&self, key: &ObjectKey) -> Option<Arc<MetaObject>> {
         let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
         self.entries
             .iter()
@@ -57,8 +65,16 @@ impl LiveIndex {
                 if let Some(ns) = ns {
                     r = r.within(ns);
                 }
-                e.store.get(&r)?.metadata.resource_version.clone()
+                e.store.get(&r)
             })
+    }
+
+    /// Other field managers' entries of `key`'s `managedFields`, as the
+    /// watches last saw them (see `foreign_fields::keep_foreign`).
+    pub fn foreign_fields(&self, key: &ObjectKey) -> Vec<ManagedFieldsEntry> {
+        self.get(key)
+            .and_then(|o| o.metadata.managed_fields.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -67,6 +83,8 @@ impl LiveIndex {
 pub struct LiveIndexBuilder {
     entries: Vec<Entry>,
     crds: Option<CrdPresence>,
+    /// The operator's field manager: other managers' entries are kept.
+    own_manager: Option<String>,
 }
 
 /// Which CRDs exist: a metadata store of all of them, and a signal bumped
@@ -121,6 +139,13 @@ impl CrdPresence {
 }
 
 impl LiveIndexBuilder {
+    /// Keep other field managers' `managedFields` entries than `manager`'s
+    /// (for the status's report); without it, none are kept.
+    pub fn keeping_foreign_fields(mut self, manager: &str) -> Self {
+        self.own_manager = Some(manager.to_string());
+        self
+    }
+
     /// A metadata watch of `resource` (in `namespace`, or all) whose objects land in a store of the
     /// index; errors are retried on the watch's own backoff and logged. The
     /// stream yields every object it sees (applied or deleted), after the
@@ -155,11 +180,20 @@ impl LiveIndexBuilder {
             }
             None => Box::pin(futures::future::ready(())),
         };
+        let own = self.own_manager.clone();
         ready
             .map(move |()| {
                 watcher::watcher(api, config)
                     .backoff(WatchBackoff::default())
-                    .modify(|o: &mut MetaObject| o.metadata.managed_fields = None)
+                    .modify(move |o: &mut MetaObject| {
+                        let entries = o.metadata.managed_fields.take();
+                        o.metadata.managed_fields = match (&own, entries) {
+                            (Some(own), Some(entries)) => {
+                                crate::foreign_fields::keep_foreign(entries, own)
+                            }
+                            _ => None,
+                        };
+                    })
                     .reflect(writer)
                     .touched_objects()
             })

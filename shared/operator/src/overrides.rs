@@ -47,22 +47,49 @@ const PERMISSIONS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Applies `overrides` to `objects` (the component at `version`).
+/// The most entries a ConfigMap of overrides may hold (the resource's own
+/// list holds at most 64).
+pub const CONFIG_MAP_MAX: usize = 256;
+
+/// The overrides in a ConfigMap's `overrides` key: a YAML or JSON list.
+pub fn parse(text: &str) -> Result<Vec<Override>, String> {
+    let list: Vec<Override> = serde_saphyr::from_str(text).map_err(|e| {
+        format!(
+            "not a list of overrides: {}",
+            crate::conditions::bounded(&e.to_string())
+        )
+    })?;
+    if list.len() > CONFIG_MAP_MAX {
+        return Err(format!(
+            "{} overrides; at most {CONFIG_MAP_MAX}",
+            list.len()
+        ));
+    }
+    Ok(list)
+}
+
+/// Applies `overrides` to `objects` (the component at `version`); `field`
+/// names where the list comes from in a refusal (`spec.overrides`, or the
+/// ConfigMap of `spec.overridesConfigMap`). A malformed override, or one
+/// that touches what the operator owns, is refused as `InvalidSpec`; one
+/// that does not fit this version's bundle (no such object, or a patch that
+/// does not apply) as `OverrideNotApplicable`, which an upgrade turns into
+/// a blocked, planned upgrade instead of a refusal.
 pub fn apply(
     objects: &mut [DynamicObject],
     overrides: &[Override],
+    field: &str,
     version: &str,
 ) -> Result<(), Refusal> {
     for (i, o) in overrides.iter().enumerate() {
-        let refuse = |what: String| {
+        let refusal = |reason, what: String| {
             Refusal::new(
-                reason::INVALID_SPEC,
-                format!(
-                    "spec.overrides[{i}] ({} {}): {what}",
-                    o.target.kind, o.target.name
-                ),
+                reason,
+                format!("{field}[{i}] ({} {}): {what}", o.target.kind, o.target.name),
             )
         };
+        let refuse = |what: String| refusal(reason::INVALID_SPEC, what);
+        let misfit = |what: String| refusal(reason::OVERRIDE_NOT_APPLICABLE, what);
         let has_merge = o.merge_patch.is_some();
         let has_json = !o.json_patch.is_empty();
         if has_merge == has_json {
@@ -84,12 +111,12 @@ pub fn apply(
         let index = match matches.as_slice() {
             [one] => *one,
             [] => {
-                return Err(refuse(format!(
+                return Err(misfit(format!(
                     "the component at {version} has no such object"
                 )));
             }
             _ => {
-                return Err(refuse(format!(
+                return Err(misfit(format!(
                     "the component at {version} has {} objects of that kind and name: set target.namespace",
                     matches.len()
                 )));
@@ -113,10 +140,10 @@ pub fn apply(
                 .and_then(serde_json::from_value)
                 .map_err(|e| refuse(format!("not a JSON patch: {e}")))?;
             json_patch::patch(&mut value, &ops)
-                .map_err(|e| refuse(format!("the patch does not apply: {e}")))?;
+                .map_err(|e| misfit(format!("the patch does not apply at {version}: {e}")))?;
         }
         *object = serde_json::from_value(value)
-            .map_err(|e| refuse(format!("the patched object is not an object: {e}")))?;
+            .map_err(|e| misfit(format!("the patched object is not an object: {e}")))?;
     }
     Ok(())
 }
@@ -224,6 +251,7 @@ mod tests {
                 ovr(json!({"target": {"kind": "ConfigMap", "name": "config", "namespace": "kubeflow"},
                     "mergePatch": {"data": {"deploy": "{}"}, "metadata": {"annotations": {"team": "ml"}}}})),
             ],
+            "spec.overrides",
             "v1",
         )
         .expect("applied");
@@ -244,52 +272,67 @@ mod tests {
 
     #[test]
     fn bad_overrides_are_refused_naming_the_index_and_change_nothing() {
+        // (override, what the message says, whether it is a misfit with
+        // this version's bundle rather than a malformed override)
         let cases = [
             (
                 json!({"target": {"kind": "Deployment", "name": "gone"}, "mergePatch": {"spec": {}}}),
                 "no such object",
+                true,
             ),
             (
                 json!({"target": {"kind": "Deployment", "name": "ctl"}}),
                 "exactly one of mergePatch and jsonPatch",
+                false,
             ),
             (
                 json!({"target": {"kind": "Deployment", "name": "ctl"},
                     "jsonPatch": [{"op": "remove", "path": "/spec/nothing/here"}]}),
-                "does not apply",
+                "does not apply at v1",
+                true,
             ),
             (
                 json!({"target": {"kind": "Deployment", "name": "ctl"},
                     "mergePatch": {"metadata": {"namespace": "kube-system"}}}),
                 "/metadata/namespace",
+                false,
             ),
             (
                 json!({"target": {"kind": "Deployment", "name": "ctl"},
                     "mergePatch": {"metadata": {"labels": {"components.kubeflow.org/owner-name": "x"}}}}),
                 "components.kubeflow.org~1owner-name",
+                false,
             ),
             (
                 json!({"target": {"kind": "Deployment", "name": "ctl"},
                     "jsonPatch": [{"op": "replace", "path": "/metadata", "value": {}}]}),
                 "/metadata",
+                false,
             ),
             (
                 json!({"target": {"kind": "ClusterRole", "name": "role"},
                     "jsonPatch": [{"op": "add", "path": "/rules/-", "value": {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}}]}),
                 "/rules/-",
+                false,
             ),
             (
                 json!({"target": {"kind": "ClusterRole", "name": "role"},
                     "mergePatch": {"metadata": {"labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}}}),
                 "aggregate-to-view",
+                false,
             ),
         ];
-        for (o, says) in cases {
+        for (o, says, misfit) in cases {
             let mut objs = objects();
             let before = objs.clone();
-            // A good override first: a later bad one still leaves all unchanged
-            // for the caller, who discards the objects on a refusal.
-            let err = apply(&mut objs, &[ovr(o.clone())], "v1").expect_err("refused");
+            let err =
+                apply(&mut objs, &[ovr(o.clone())], "spec.overrides", "v1").expect_err("refused");
+            let want = if misfit {
+                reason::OVERRIDE_NOT_APPLICABLE
+            } else {
+                reason::INVALID_SPEC
+            };
+            assert_eq!(err.reason, want, "{o}");
             assert!(
                 err.message.starts_with("spec.overrides[0] ("),
                 "{}",
@@ -298,6 +341,21 @@ mod tests {
             assert!(err.message.contains(says), "{o}: {}", err.message);
             assert_eq!(objs, before, "{o}: an object changed");
         }
+    }
+
+    #[test]
+    fn a_config_maps_list_parses_and_a_malformed_one_is_named() {
+        let list =
+            parse("- target: {kind: Deployment, name: ctl}\n  mergePatch: {spec: {replicas: 2}}\n")
+                .expect("parsed");
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].target.name, "ctl");
+        let err = parse("target: {kind: Deployment}").expect_err("a map, not a list");
+        assert!(err.starts_with("not a list of overrides"), "{err}");
+        let err = parse("- {target: {kind: Deployment, name: ctl}, mergePatch: {}, bogus: 1}\n");
+        // Unknown fields are ignored like the API server prunes them; what
+        // matters is that a list of the right shape parses.
+        assert!(err.is_ok(), "{err:?}");
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub struct Plan {
     pub images_removed: Vec<String>,
     /// Images newly run.
     pub images_added: Vec<String>,
+    /// Overrides (`spec.overrides`) the new version's bundle has no target
+    /// for, or that no longer apply to it: each stops the upgrade until it is
+    /// fixed or removed (never dropped silently).
+    pub overrides_not_applicable: Vec<String>,
 }
 
 impl Plan {
@@ -157,11 +161,16 @@ impl Plan {
 
     /// The plan's first line: how many objects each kind of change touches.
     pub fn summary(&self) -> String {
-        self.to_string()
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string()
+        let text = self.to_string();
+        let mut lines = text.lines();
+        let mut out = lines.next().unwrap_or_default().to_string();
+        if !self.overrides_not_applicable.is_empty() {
+            out.push_str(&format!(
+                "; {} override(s) do not apply",
+                self.overrides_not_applicable.len()
+            ));
+        }
+        out
     }
 }
 
@@ -274,6 +283,12 @@ impl fmt::Display for Plan {
             self.recreated.len(),
             self.held.len()
         )?;
+        for o in &self.overrides_not_applicable {
+            writeln!(
+                f,
+                "  override does not apply: {o} (the upgrade waits until it is fixed or removed)"
+            )?;
+        }
         for (key, why) in &self.held {
             writeln!(
                 f,

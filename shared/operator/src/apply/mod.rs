@@ -186,6 +186,18 @@ impl Engine {
         self
     }
 
+    /// Other field managers' entries of `key`'s `managedFields`, as the
+    /// watches last saw them; none without an index.
+    pub fn foreign_fields(
+        &self,
+        key: &ObjectKey,
+    ) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> {
+        self.index
+            .as_ref()
+            .map(|i| i.foreign_fields(key))
+            .unwrap_or_default()
+    }
+
     /// The engine limited to the namespaces of `scope`.
     pub fn within(mut self, scope: crate::scope::NamespaceScope) -> Self {
         self.scope = scope;

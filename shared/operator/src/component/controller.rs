@@ -60,7 +60,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     }
     // Metadata watches of every managed kind: their events bring a
     // reconcile, their stores tell the engine what changed.
-    let mut index = crate::live_index::LiveIndexBuilder::default();
+    let mut index = crate::live_index::LiveIndexBuilder::default().keeping_foreign_fields(&name);
     let mut streams = Vec::new();
     for w in managed_watches(watched, &scope) {
         let config = watcher::Config::default()

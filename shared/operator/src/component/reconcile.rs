@@ -52,13 +52,30 @@ pub(super) async fn apply<C: Component>(
         Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
     };
     status.platform = Some(platform);
+    let mut misfit = None;
     let rendered = match render(cr, ctx, platform).await {
         Ok(Ok(r)) => r,
+        // An override the version asked for has no place for, on the way
+        // from an installed version: not a refusal of the whole resource
+        // but an upgrade that waits, planned without the overrides, while
+        // the installed version (with them) keeps running and repaired.
+        Ok(Err(refusal))
+            if refusal.reason == reason::OVERRIDE_NOT_APPLICABLE && old.version.is_some() =>
+        {
+            match render_with(cr, ctx, platform, &ctx.bundles, false).await {
+                Ok(Ok(r)) if old.version.as_deref() != Some(r.version.as_str()) => {
+                    misfit = Some(refusal.message);
+                    r
+                }
+                Ok(_) => return refuse(cr, ctx, status, refusal).await,
+                Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
+            }
+        }
         Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
         Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
     };
     let (rendered, blocked) =
-        match upgrade_gate(cr, ctx, platform, &old, &mut status, rendered).await {
+        match upgrade_gate(cr, ctx, platform, &old, &mut status, rendered, misfit).await {
             Ok(Ok(r)) => r,
             Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
             Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
@@ -89,6 +106,7 @@ pub(super) async fn apply<C: Component>(
     ctx.bundles.keep_only(C::Resource::COMPONENT, &version);
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
+    status.foreign_fields = foreign_fields(ctx, &outcome);
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
     if let Some(message) = &blocked {
         conditions::set(
@@ -129,6 +147,25 @@ pub(super) async fn apply<C: Component>(
     ))
 }
 
+/// What other field managers own of the objects just applied (the watches'
+/// view), for `status.foreignFields`: sorted, bounded.
+fn foreign_fields<C: Component>(
+    ctx: &Context<C>,
+    outcome: &ApplyOutcome,
+) -> Vec<kubeflow_api::ForeignFields> {
+    let mut out = Vec::new();
+    for o in &outcome.live {
+        let key = crate::apply::ObjectKey::of(o);
+        let entries = ctx.engine.foreign_fields(&key);
+        if !entries.is_empty() {
+            out.extend(crate::foreign_fields::report(&key.to_string(), &entries));
+        }
+    }
+    out.sort_by(|a, b| (&a.object, &a.manager).cmp(&(&b.object, &b.manager)));
+    out.truncate(crate::foreign_fields::ENTRIES_MAX);
+    out
+}
+
 /// What an upgrade gate lets through: the objects to apply, and why the
 /// upgrade is blocked when it is (the installed version is applied then).
 type Gated = (Rendered, Option<String>);
@@ -146,6 +183,7 @@ async fn upgrade_gate<C: Component>(
     old: &ComponentStatus,
     status: &mut ComponentStatus,
     rendered: Rendered,
+    misfit: Option<String>,
 ) -> Result<Result<Gated, Refusal>, ReconcileError> {
     let Some(from) = old.version.as_deref().filter(|v| *v != rendered.version) else {
         return Ok(Ok((rendered, None)));
@@ -159,7 +197,7 @@ async fn upgrade_gate<C: Component>(
     // it: the operator's cache would otherwise hold both versions' parsed
     // bundles for the rest of its life after every upgrade.
     let once = BundleCache::default();
-    let installed = match render_with(&installed_cr, ctx, platform, &once).await? {
+    let installed = match render_with(&installed_cr, ctx, platform, &once, true).await? {
         Ok(r) => r,
         // The installed version's bundle is gone (an operator that no longer
         // carries it): no plan can be made. Automatic goes on as before;
@@ -173,15 +211,26 @@ async fn upgrade_gate<C: Component>(
                 ),
             )));
         }
+        // Rendered without the overrides (one does not fit it): never
+        // applied as such.
+        Err(refusal) if misfit.is_some() => return Ok(Err(refusal)),
         Err(_) => return Ok(Ok((rendered, None))),
     };
-    let plan = crate::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
+    let mut plan = crate::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
+    plan.overrides_not_applicable.extend(misfit.clone());
     let mut published = crate::upgrade_plan::published(from, &rendered.version, &plan, false);
     published.awaiting_approval =
         manual && cr.common().approved_plan.as_deref() != Some(published.digest.as_str());
     let awaiting = published.awaiting_approval;
     let to = published.to.clone();
     status.upgrade_plan = Some(published);
+    if let Some(problem) = misfit {
+        let message = format!(
+            "the upgrade from {from} to {to} waits: {problem}; fix or remove that override \
+             (it is never dropped silently), then the upgrade goes on"
+        );
+        return Ok(Ok((installed, Some(message))));
+    }
     let stored = still_stored(ctx, &plan.crd_versions_removed).await?;
     if !stored.is_empty() {
         let message = format!(
@@ -301,15 +350,17 @@ async fn render<C: Component>(
     ctx: &Context<C>,
     platform: Platform,
 ) -> Result<Result<Rendered, Refusal>, ReconcileError> {
-    render_with(cr, ctx, platform, &ctx.bundles).await
+    render_with(cr, ctx, platform, &ctx.bundles, true).await
 }
 
-/// [`render`] with another bundle cache.
+/// [`render`] with another bundle cache, and with or without the overrides
+/// (without: to plan an upgrade an override does not fit).
 async fn render_with<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
     platform: Platform,
     bundles: &BundleCache,
+    with_overrides: bool,
 ) -> Result<Result<Rendered, Refusal>, ReconcileError> {
     let ns = cr.namespace().unwrap_or_default();
     // Outside the allowed namespaces nothing is read or written: a CR in a
@@ -336,13 +387,31 @@ async fn render_with<C: Component>(
         Err(refusal) => return Ok(Err(refusal)),
     };
     // The user's patches, after the component's own settings and before the
-    // digests are pinned (an image an override sets is pinned too).
-    if let Err(refusal) = crate::overrides::apply(
-        &mut rendered.objects,
-        &cr.common().overrides,
-        &rendered.version,
-    ) {
-        return Ok(Err(refusal));
+    // digests are pinned (an image an override sets is pinned too): the
+    // resource's own, then its ConfigMap's.
+    if with_overrides {
+        if let Err(refusal) = crate::overrides::apply(
+            &mut rendered.objects,
+            &cr.common().overrides,
+            "spec.overrides",
+            &rendered.version,
+        ) {
+            return Ok(Err(refusal));
+        }
+        if let Some(name) = &cr.common().overrides_config_map {
+            let listed = match overrides_from_config_map(ctx, &ns, name).await? {
+                Ok(l) => l,
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+            if let Err(refusal) = crate::overrides::apply(
+                &mut rendered.objects,
+                &listed,
+                &format!("spec.overridesConfigMap {ns}/{name}: overrides"),
+                &rendered.version,
+            ) {
+                return Ok(Err(refusal));
+            }
+        }
     }
     if let Some(name) = &cr.common().image_digests
         && let Err(refusal) = pin_digests(ctx, &ns, name, &mut rendered.objects).await?
@@ -359,16 +428,14 @@ async fn render_with<C: Component>(
     Ok(Ok(rendered))
 }
 
-/// Pins the rendered images by the digests of ConfigMap `name` (key
-/// `digests`): refused, with nothing changed, when the map is missing,
-/// malformed or lacks an image.
-async fn pin_digests<C: Component>(
+/// The ConfigMap `name` a spec `field` names, in the CR's namespace:
+/// refused when the name is not one or the map does not exist.
+async fn config_map<C: Component>(
     ctx: &Context<C>,
     namespace: &str,
     name: &str,
-    objects: &mut [DynamicObject],
-) -> Result<Result<(), Refusal>, ReconcileError> {
-    let field = "spec.imageDigests";
+    field: &str,
+) -> Result<Result<k8s_openapi::api::core::v1::ConfigMap, Refusal>, ReconcileError> {
     if !crate::validate::is_dns_subdomain(name) {
         return Ok(Err(Refusal::new(
             reason::INVALID_SPEC,
@@ -380,15 +447,58 @@ async fn pin_digests<C: Component>(
     }
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(ctx.client.clone(), namespace);
-    let Some(cm) = cms
+    match cms
         .get_opt(name)
         .await
-        .map_err(|e| ReconcileError::Api("read the image digests", e))?
-    else {
-        return Ok(Err(Refusal::new(
+        .map_err(|e| ReconcileError::Api("read a ConfigMap the spec names", e))?
+    {
+        Some(cm) => Ok(Ok(cm)),
+        None => Ok(Err(Refusal::new(
             reason::PREREQUISITE_MISSING,
             format!("{field}: ConfigMap {namespace}/{name} does not exist"),
+        ))),
+    }
+}
+
+/// The overrides ConfigMap `name` holds (key `overrides`): refused when the
+/// map is missing or the key is absent or malformed.
+async fn overrides_from_config_map<C: Component>(
+    ctx: &Context<C>,
+    namespace: &str,
+    name: &str,
+) -> Result<Result<Vec<kubeflow_api::Override>, Refusal>, ReconcileError> {
+    let field = "spec.overridesConfigMap";
+    let cm = match config_map(ctx, namespace, name, field).await? {
+        Ok(cm) => cm,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get("overrides")) else {
+        return Ok(Err(Refusal::new(
+            reason::INVALID_SPEC,
+            format!("{field}: ConfigMap {namespace}/{name} has no key overrides"),
         )));
+    };
+    Ok(crate::overrides::parse(text).map_err(|e| {
+        Refusal::new(
+            reason::INVALID_SPEC,
+            format!("{field}: ConfigMap {namespace}/{name} key overrides: {e}"),
+        )
+    }))
+}
+
+/// Pins the rendered images by the digests of ConfigMap `name` (key
+/// `digests`): refused, with nothing changed, when the map is missing,
+/// malformed or lacks an image.
+async fn pin_digests<C: Component>(
+    ctx: &Context<C>,
+    namespace: &str,
+    name: &str,
+    objects: &mut [DynamicObject],
+) -> Result<Result<(), Refusal>, ReconcileError> {
+    let field = "spec.imageDigests";
+    let cm = match config_map(ctx, namespace, name, field).await? {
+        Ok(cm) => cm,
+        Err(refusal) => return Ok(Err(refusal)),
     };
     let text = cm
         .data
