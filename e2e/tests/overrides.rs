@@ -154,6 +154,31 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
         before,
         "a refused override wrote"
     );
+    // A patch that makes its object invalid: the API server's dry run
+    // refuses it, named, before anything is written.
+    let mut invalid = overrides.clone();
+    if let Some(list) = invalid.as_array_mut() {
+        list.push(
+            json!({"target": {"kind": "Deployment", "name": "kserve-controller-manager"},
+            "mergePatch": {"spec": {"replicas": "many"}}}),
+        );
+    }
+    merge(&api, "kubeflow", json!({"spec": {"overrides": invalid}})).await;
+    let message = wait_for("the invalid patch refused", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let (s, reason, message, g) = condition(&cr, "Ready")?;
+        (s == "False" && reason == "InvalidSpec" && g == cr.metadata.generation).then_some(message)
+    })
+    .await;
+    assert!(
+        message.contains("kserve-controller-manager") && message.contains("replicas"),
+        "{message}"
+    );
+    assert_eq!(
+        versions(&deployments, &cms).await,
+        before,
+        "an invalid override wrote"
+    );
     merge(&api, "kubeflow", json!({"spec": {"overrides": overrides}})).await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
 

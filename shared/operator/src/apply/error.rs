@@ -66,17 +66,54 @@ impl ApplyError {
     }
 }
 
-/// Maps a refused request to an error: 400/422 are the object's fault.
+/// Maps a refused request to an error: 400/422 are the object's fault, and
+/// so is a server-side apply whose fields do not fit the kind's schema (a
+/// string where a number goes), which the API server answers with 500
+/// "failed to create typed patch object": retrying it cannot help.
 pub(super) fn classify(verb: &'static str, obj: &DynamicObject, source: kube::Error) -> ApplyError {
     match &source {
-        kube::Error::Api(e) if e.code == 422 || e.code == 400 => ApplyError::Invalid {
-            object: describe(obj),
-            message: e.message.clone(),
-        },
+        kube::Error::Api(e)
+            if e.code == 422
+                || e.code == 400
+                || (e.code == 500 && e.message.contains("failed to create typed patch object")) =>
+        {
+            ApplyError::Invalid {
+                object: describe(obj),
+                message: e.message.clone(),
+            }
+        }
         _ => ApplyError::Api {
             verb,
             object: describe(obj),
             source,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        let status: kube::core::Status =
+            serde_json::from_value(json!({"status": "Failure", "code": code, "message": message}))
+                .expect("status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn a_patch_of_the_wrong_type_is_the_inputs_fault_other_500s_pass() {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "ctl", "namespace": "kubeflow"}}))
+        .expect("object");
+        let typed = api_error(
+            500,
+            "failed to create typed patch object (kubeflow/ctl; apps/v1, Kind=Deployment): .spec.replicas: expected numeric (int or float), got string",
+        );
+        assert!(classify("apply", &obj, typed).is_refusal());
+        assert!(classify("apply", &obj, api_error(422, "invalid")).is_refusal());
+        assert!(!classify("apply", &obj, api_error(500, "etcdserver: leader changed")).is_refusal());
     }
 }
