@@ -114,6 +114,8 @@ mod tests {
         );
         assert!(classify("apply", &obj, typed).is_refusal());
         assert!(classify("apply", &obj, api_error(422, "invalid")).is_refusal());
-        assert!(!classify("apply", &obj, api_error(500, "etcdserver: leader changed")).is_refusal());
+        assert!(
+            !classify("apply", &obj, api_error(500, "etcdserver: leader changed")).is_refusal()
+        );
     }
 }

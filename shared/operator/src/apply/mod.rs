@@ -26,6 +26,7 @@ mod prune;
 mod recreation;
 mod responses;
 mod waves;
+mod whole;
 
 pub use error::ApplyError;
 pub use fields::drop_foreign_fields;

@@ -34,6 +34,10 @@ pub(super) struct Planned {
     /// Why the live object must be written, decided when it was read (see
     /// `diff`); None: it need not be, or it was not read.
     pub(super) why: Option<diff::Reason>,
+    /// Fields another manager added where the object is enforced whole
+    /// (see `whole`), as JSON pointers into the live object read, removed
+    /// before the object is written.
+    pub(super) remove: Vec<String>,
 }
 
 impl Planned {
@@ -113,13 +117,23 @@ impl Engine {
             // The write decision is made as soon as an object is read, and
             // only its slim copy is kept: a CRD-heavy bundle's live schemas
             // would otherwise all be in memory at once.
-            let (live, why) = match (&resolved, known) {
-                (_, Some(known)) => (Some(known), None),
+            let (live, why, remove) = match (&resolved, known) {
+                (_, Some(known)) => (Some(known), None, Vec::new()),
                 (Some(r), None) => match self.read_live(r, &desired).await? {
                     Some(live) => {
                         keep_grown_volume(&mut desired, &live);
-                        let why = with_value(&mut desired, |d| {
-                            diff::write_reason(d, &live, &self.manager)
+                        let (why, remove) = with_value(&mut desired, |d| {
+                            (
+                                diff::write_reason(d, &live, &self.manager),
+                                super::whole::removals(&live, d, &self.manager),
+                            )
+                        });
+                        // A field someone added where the object's meaning is
+                        // its whole content is drift though ours agree.
+                        let why = why.or_else(|| {
+                            (!remove.is_empty()).then(|| {
+                                format!("fields another manager added: {}", remove.join(", "))
+                            })
                         });
                         let slim = responses::slim_value(live).map_err(|e| ApplyError::Api {
                             verb: "read",
@@ -135,11 +149,11 @@ impl Engine {
                         });
                         // An object opted out of repair has no reason to be written.
                         let why = why.filter(|_| !skip_reconcile(&slim));
-                        (Some(slim), why)
+                        (Some(slim), why, remove)
                     }
-                    None => (None, None),
+                    None => (None, None, Vec::new()),
                 },
-                (None, None) => (None, None),
+                (None, None) => (None, None, Vec::new()),
             };
             Ok::<_, ApplyError>(Planned {
                 desired,
@@ -149,6 +163,7 @@ impl Engine {
                 unchanged,
                 proven,
                 why,
+                remove,
             })
         }))
         .buffered(CONCURRENCY)

@@ -106,7 +106,11 @@ impl Engine {
         if p.live.as_ref().is_some_and(skip_reconcile) || !decisions.needs_write(&p) {
             return Ok((p, None));
         }
-        let written = if decisions.recreate.contains_key(&p.key()) {
+        let recreate = decisions.recreate.contains_key(&p.key());
+        if !recreate && !p.remove.is_empty() {
+            self.remove_fields(&p).await?;
+        }
+        let written = if recreate {
             self.recreate(&p).await?
         } else {
             self.patch_as_schema_settles(&p).await?
@@ -123,6 +127,49 @@ impl Engine {
             None => written,
         };
         Ok((p, Some(written)))
+    }
+
+    /// Removes fields another manager added where the object is enforced
+    /// whole (server-side apply cannot: they are not ours), by a JSON patch
+    /// that first tests the resourceVersion they were found at: a change in
+    /// between fails it, and the next reconcile (the watch brings it) looks
+    /// again.
+    async fn remove_fields(&self, p: &Planned) -> Result<(), ApplyError> {
+        let (Some(resolved), Some(live)) = (&p.resolved, &p.live) else {
+            return Ok(());
+        };
+        let mut ops = vec![serde_json::json!({
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": live.metadata.resource_version,
+        })];
+        ops.extend(
+            p.remove
+                .iter()
+                .map(|path| serde_json::json!({"op": "remove", "path": path})),
+        );
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
+            .map_err(|e| ApplyError::Api {
+                verb: "remove fields of",
+                object: describe(&p.desired),
+                source: kube::Error::SerdeError(e),
+            })?;
+        let params = PatchParams {
+            field_manager: Some(self.manager.clone()),
+            ..PatchParams::default()
+        };
+        let name = p.desired.metadata.name.as_deref().unwrap_or("");
+        tracing::info!(object = %describe(&p.desired), fields = ?p.remove, "removing fields another manager added");
+        self.api(resolved, p.desired.metadata.namespace.as_deref())
+            .patch(name, &params, &kube::api::Patch::<()>::Json(patch))
+            .await
+            .map(|_| ())
+            // Never the input's fault: the object changed under the patch.
+            .map_err(|source| ApplyError::Api {
+                verb: "remove fields of",
+                object: describe(&p.desired),
+                source,
+            })
     }
 
     /// Removes labels another manager added (server-side apply cannot: they
