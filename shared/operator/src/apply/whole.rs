@@ -100,7 +100,7 @@ pub fn removals(live: &Value, desired: &Value, own: &str) -> Vec<String> {
             }
         }
     }
-    out.sort_by(|a, b| order(b).cmp(&order(a)));
+    out.sort_by_key(|p| std::cmp::Reverse(order(p)));
     out.dedup();
     // A removal inside one already removed is moot (and would fail).
     let all = out.clone();
