@@ -114,10 +114,14 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
         (entries(&w) == bundle_entries).then_some(())
     })
     .await;
-    let d = wait_for("the added container and volume removed", TIMEOUT, || async {
-        let d = deployments.get("training-operator").await.ok()?;
-        (containers(&d) == bundle_containers && volumes(&d) == bundle_volumes).then_some(d)
-    })
+    let d = wait_for(
+        "the added container and volume removed",
+        TIMEOUT,
+        || async {
+            let d = deployments.get("training-operator").await.ok()?;
+            (containers(&d) == bundle_containers && volumes(&d) == bundle_volumes).then_some(d)
+        },
+    )
     .await;
     assert_eq!(
         d.metadata
@@ -128,14 +132,18 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
         Some("ml"),
         "another manager's annotation was removed"
     );
-    let listed = wait_for("the annotation listed as another manager's", TIMEOUT, || async {
-        let cr = trainings.get("kubeflow").await.ok()?;
-        cr.data["status"]["foreignFields"]
-            .as_array()?
-            .iter()
-            .find(|e| e["manager"] == "kubectl-annotate")
-            .cloned()
-    })
+    let listed = wait_for(
+        "the annotation listed as another manager's",
+        TIMEOUT,
+        || async {
+            let cr = trainings.get("kubeflow").await.ok()?;
+            cr.data["status"]["foreignFields"]
+                .as_array()?
+                .iter()
+                .find(|e| e["manager"] == "kubectl-annotate")
+                .cloned()
+        },
+    )
     .await;
     assert_eq!(
         listed["fields"],

@@ -83,6 +83,11 @@ pub fn removals(live: &Value, desired: &Value, own: &str) -> Vec<String> {
             continue;
         };
         for part in *parts {
+            // An aggregated role's rules are whoever aggregates them.
+            if kind == "ClusterRole" && *part == ["rules"] && live.get("aggregationRule").is_some()
+            {
+                continue;
+            }
             // Walk the entry's field set down the part's path.
             let mut node = Some(set);
             for name in *part {
@@ -272,5 +277,13 @@ mod tests {
             removals(&role, &json!({"kind": "ClusterRole", "rules": []}), OWN),
             vec!["/aggregationRule".to_string()]
         );
+        // An aggregated role's rules, which the manifests leave out, are
+        // the aggregator's, whatever its manager is called.
+        let aggregated = json!({"kind": "ClusterRole",
+            "metadata": {"managedFields": [{"manager": "some-aggregator", "operation": "Apply", "fieldsV1": {"f:rules": {}}}]},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "true"}}]},
+            "rules": [{"verbs": ["get"]}]});
+        let wanted = json!({"kind": "ClusterRole", "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "true"}}]}});
+        assert!(removals(&aggregated, &wanted, OWN).is_empty());
     }
 }
