@@ -3,12 +3,15 @@
 //! controller's pod template, and the bundle does not set, is removed
 //! within a reconcile (the object's own watch brings it); what others add
 //! elsewhere (an annotation) stays theirs, and is listed in
-//! `status.foreignFields`.
+//! `status.foreignFields`. An edit of the owner labels (pointing the
+//! object at another CR) does not hide a redirected Service from the CR
+//! that applied it.
 
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
 use kubeflow_e2e::component::{component_api, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
@@ -56,6 +59,49 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
     )
     .await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // An edit that points an object's owner labels at another CR and, in
+    // the same write, sends the webhook's Service to other pods: the CR
+    // that applied it still hears of it, and both are put back. (A Service:
+    // nothing else the operator watches changes with it to bring an event.)
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    let selector = |s: &Service| s.spec.as_ref().and_then(|s| s.selector.clone());
+    let bundle_selector = selector(
+        &services
+            .get("training-operator")
+            .await
+            .expect("the Service"),
+    );
+    kubectl(&[
+        "patch",
+        "-n",
+        &ns.name,
+        "service",
+        "training-operator",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op": "replace", "path": "/metadata/labels/components.kubeflow.org~1owner-name", "value": "someone-else"},
+            {"op": "replace", "path": "/spec/selector", "value": {"app": "mallory"}}]"#,
+    ]);
+    // Well before the 10-minute safety requeue (nothing else happens in
+    // the meantime: this is the first edit, once the install is quiet).
+    wait_for(
+        "the owner label and the selector put back",
+        Duration::from_secs(20),
+        || async {
+            let s = services.get("training-operator").await.ok()?;
+            let owner = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("components.kubeflow.org/owner-name"))
+                .cloned();
+            (owner.as_deref() == Some("kubeflow") && selector(&s) == bundle_selector).then_some(())
+        },
+    )
+    .await;
 
     let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);

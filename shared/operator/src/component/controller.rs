@@ -18,6 +18,8 @@ pub(super) struct Context<C: Component> {
     /// Per CR: failures in a row, the last failure, the refusal last told;
     /// forgotten when the CR is gone.
     pub(super) memory: crate::retry::Memory,
+    /// Which CR applied each managed object (see `owners`).
+    pub(super) owners: super::owners::Owners,
 }
 
 impl<C: Component> Context<C> {
@@ -61,6 +63,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     // Metadata watches of every managed kind: their events bring a
     // reconcile, their stores tell the engine what changed.
     let mut index = crate::live_index::LiveIndexBuilder::default().keeping_foreign_fields(&name);
+    let owners = super::owners::Owners::default();
     let mut streams = Vec::new();
     for w in managed_watches(watched, &scope) {
         let config = watcher::Config::default()
@@ -96,6 +99,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         name: name.clone(),
         detected_platform: Mutex::new(None),
         memory: crate::retry::Memory::default(),
+        owners: owners.clone(),
     });
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
@@ -105,7 +109,13 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         "watching every kind of the bundles"
     );
     for (stream, resource) in streams {
-        controller = controller.watches_stream_with(stream, owner_of::<C::Resource>, resource);
+        let group_kind = crate::kinds::group_kind_of(&resource.group, &resource.kind);
+        let owners = owners.clone();
+        controller = controller.watches_stream_with(
+            stream,
+            move |obj| owners_of::<C::Resource>(&owners, &group_kind, obj),
+            resource,
+        );
     }
     runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
     tracing::info!(operator = %name, "starting controller");
@@ -193,10 +203,32 @@ pub(super) fn watchable<C: Component>(
 
 /// Maps a managed object back to its component CR, from its owner labels.
 pub(super) fn owner_of<K: ComponentResource>(
-    obj: crate::live_index::MetaObject,
+    obj: &crate::live_index::MetaObject,
 ) -> Option<ObjectRef<K>> {
     let l = obj.metadata.labels.as_ref()?;
     Some(ObjectRef::new(l.get(labels::OWNER_NAME)?).within(l.get(labels::OWNER_NAMESPACE)?))
+}
+
+/// The CRs a watched object's event concerns: the one its owner labels name
+/// and, when it differs, the one that applied it (its labels were edited).
+fn owners_of<K: ComponentResource>(
+    owners: &super::owners::Owners,
+    group_kind: &str,
+    obj: crate::live_index::MetaObject,
+) -> Vec<ObjectRef<K>> {
+    let mut out: Vec<ObjectRef<K>> = owner_of::<K>(&obj).into_iter().collect();
+    let key = crate::apply::ObjectKey {
+        group_kind: group_kind.to_string(),
+        namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+        name: obj.metadata.name.clone().unwrap_or_default(),
+    };
+    if let Some((ns, name)) = owners.of(&key) {
+        let applied = ObjectRef::new(&name).within(&ns);
+        if !out.contains(&applied) {
+            out.push(applied);
+        }
+    }
+    out
 }
 
 pub(super) fn error_policy<C: Component>(
@@ -242,6 +274,8 @@ pub(super) async fn reconcile<C: Component>(
                     // Removed: nothing of the CR is remembered any more.
                     if done.is_ok() {
                         ctx.memory.forget(&Context::<C>::key(&cr));
+                        ctx.owners
+                            .forget(&cr.namespace().unwrap_or_default(), &cr.name_any());
                     }
                     done
                 }

@@ -107,6 +107,11 @@ pub(super) async fn apply<C: Component>(
     report_repairs(cr, ctx, &old, &version, &outcome).await;
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     status.foreign_fields = foreign_fields(ctx, &outcome);
+    ctx.owners.record(
+        &cr.namespace().unwrap_or_default(),
+        &cr.name_any(),
+        outcome.live.iter().map(crate::apply::ObjectKey::of),
+    );
     let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
     if let Some(message) = &blocked {
         conditions::set(
