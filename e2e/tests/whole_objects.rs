@@ -4,8 +4,8 @@
 //! within a reconcile (the object's own watch brings it); what others add
 //! elsewhere (an annotation) stays theirs, and is listed in
 //! `status.foreignFields`. An edit of the owner labels (pointing the
-//! object at another CR) does not hide a redirected Service from the CR
-//! that applied it.
+//! object at another CR), or of the label the watches select on, does not
+//! hide a redirected Service from the CR that applied it.
 
 use std::time::Duration;
 
@@ -99,6 +99,39 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
                 .and_then(|l| l.get("components.kubeflow.org/owner-name"))
                 .cloned();
             (owner.as_deref() == Some("kubeflow") && selector(&s) == bundle_selector).then_some(())
+        },
+    )
+    .await;
+
+    // The same with the label the watches select on: the object leaves the
+    // watch (its last event, a deletion from the watch's view, still names
+    // its owner), and is put back into it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    kubectl(&[
+        "patch",
+        "-n",
+        &ns.name,
+        "service",
+        "training-operator",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op": "replace", "path": "/metadata/labels/components.kubeflow.org~1component", "value": "other"},
+            {"op": "replace", "path": "/spec/selector", "value": {"app": "mallory"}}]"#,
+    ]);
+    wait_for(
+        "the component label and the selector put back",
+        Duration::from_secs(20),
+        || async {
+            let s = services.get("training-operator").await.ok()?;
+            let component = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("components.kubeflow.org/component"))
+                .cloned();
+            (component.as_deref() == Some("training") && selector(&s) == bundle_selector)
+                .then_some(())
         },
     )
     .await;
