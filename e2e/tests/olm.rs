@@ -454,6 +454,20 @@ spec:
         }
     })
     .await;
+    // And nothing of the bundle's own stays cluster-wide (OLM leaves what it
+    // created from a bundle without an owner: the bundle must hold none).
+    let ours = roles
+        .list_metadata(
+            &ListParams::default().labels("app.kubernetes.io/part-of=kubeflow,olm.managed=true"),
+        )
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter_map(|r| r.metadata.name)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
     drop(catalog_operator);
     drop(olm);
     drop(serve);
@@ -471,6 +485,10 @@ spec:
     assert!(
         left.is_ok(),
         "OLM left cluster roles or bindings labelled {owned} after the uninstall"
+    );
+    assert!(
+        ours.is_empty(),
+        "the bundle left cluster roles behind: {ours:?}"
     );
     let _ = std::fs::remove_dir_all(&work);
 }

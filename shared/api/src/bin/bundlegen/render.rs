@@ -112,28 +112,22 @@ impl Chart {
         })
     }
 
-    fn operator_rbac(&self, o: &Value) -> bool {
-        let n = name(o);
-        self.operators.iter().any(|op| {
-            let sa = op.service_account.as_str();
-            n == sa
-                || n.strip_prefix(sa)
-                    .is_some_and(|rest| rest == "-grants" || rest == "-leader-election")
-        })
-    }
-
     /// The chart's objects that a bundle carries beside the CSV, without
-    /// Helm's bookkeeping labels and without a namespace (OLM installs
-    /// namespaced ones into the operator's namespace): the metrics Services,
-    /// NetworkPolicies, PodDisruptionBudgets, the dashboards' ConfigMaps and
-    /// the users' ClusterRoles.
+    /// Helm's bookkeeping labels and without a namespace (OLM installs them
+    /// into the operator's namespace): the metrics Services,
+    /// NetworkPolicies, PodDisruptionBudgets and the dashboards' ConfigMaps.
     pub fn extra_objects(&self) -> Vec<Value> {
         self.objects
             .iter()
-            .filter(|o| match kind(o) {
-                "Service" | "NetworkPolicy" | "PodDisruptionBudget" | "ConfigMap" => true,
-                "ClusterRole" => !self.operator_rbac(o),
-                _ => false,
+            // No cluster-scoped object: OLM labels those it creates from a
+            // bundle with no owner and leaves them behind on uninstall. The
+            // users' roles are OLM's own (one aggregated view, edit and
+            // admin role per owned kind; docs/security.md).
+            .filter(|o| {
+                matches!(
+                    kind(o),
+                    "Service" | "NetworkPolicy" | "PodDisruptionBudget" | "ConfigMap"
+                )
             })
             .map(without_helm)
             .collect()
