@@ -454,20 +454,36 @@ spec:
         }
     })
     .await;
-    // And nothing of the bundle's own stays cluster-wide (OLM leaves what it
-    // created from a bundle without an owner: the bundle must hold none).
-    let ours = roles
-        .list_metadata(
-            &ListParams::default().labels("app.kubernetes.io/part-of=kubeflow,olm.managed=true"),
-        )
+    // What may stay cluster-wide: OLM's roles for the kinds
+    // (`<plural>.<group>-v1alpha1-{admin,edit,view,crdview}`), which OLM
+    // removes some time after the uninstall (under load, not before this
+    // test stops it: docs/uninstall.md says to check), and nothing of the
+    // bundle's own (OLM leaves what it created from a bundle without an
+    // owner: the bundle must hold none). The test removes OLM's leftovers:
+    // they would let namespace admins write the kinds in later tests.
+    let managed = ListParams::default().labels("olm.managed=true");
+    let crd_names: Vec<String> = kubeflow_api::crds::all()
+        .into_iter()
+        .filter_map(|(_, c)| c.metadata.name)
+        .collect();
+    let kept: Vec<String> = roles
+        .list_metadata(&managed)
         .await
         .map(|l| {
             l.items
                 .into_iter()
                 .filter_map(|r| r.metadata.name)
-                .collect::<Vec<_>>()
+                .collect()
         })
         .unwrap_or_default();
+    let (per_kind, ours): (Vec<String>, Vec<String>) = kept.into_iter().partition(|n| {
+        crd_names
+            .iter()
+            .any(|c| n.starts_with(&format!("{c}-v1alpha1-")))
+    });
+    for name in &per_kind {
+        let _ = roles.delete(name, &DeleteParams::default()).await;
+    }
     drop(catalog_operator);
     drop(olm);
     drop(serve);
