@@ -279,3 +279,18 @@ pub async fn ready_at(
     })
     .await
 }
+
+/// The `status.foreignFields` entry of `manager` on the CR `name`, once
+/// there is one (None until then).
+pub async fn foreign_entry(
+    api: &Api<DynamicObject>,
+    name: &str,
+    manager: &str,
+) -> Option<serde_json::Value> {
+    let cr = api.get(name).await.ok()?;
+    cr.data["status"]["foreignFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager)
+        .cloned()
+}

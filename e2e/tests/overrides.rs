@@ -347,13 +347,8 @@ data:
         );
     };
     annotate("example.com/hand=edit");
-    let entry = wait_for("the hand edit reported", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        cr.data["status"]["foreignFields"]
-            .as_array()?
-            .iter()
-            .find(|e| e["manager"] == "kubectl-annotate")
-            .cloned()
+    let entry = wait_for("the hand edit reported", TIMEOUT, || {
+        kubeflow_e2e::component::foreign_entry(&api, "kubeflow", "kubectl-annotate")
     })
     .await;
     assert!(

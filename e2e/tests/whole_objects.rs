@@ -73,68 +73,56 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
             .await
             .expect("the Service"),
     );
-    kubectl(&[
-        "patch",
-        "-n",
-        &ns.name,
-        "service",
-        "training-operator",
-        "--type",
-        "json",
-        "-p",
-        r#"[{"op": "replace", "path": "/metadata/labels/components.kubeflow.org~1owner-name", "value": "someone-else"},
-            {"op": "replace", "path": "/spec/selector", "value": {"app": "mallory"}}]"#,
-    ]);
-    // Well before the 10-minute safety requeue (nothing else happens in
-    // the meantime: this is the first edit, once the install is quiet).
-    wait_for(
-        "the owner label and the selector put back",
-        Duration::from_secs(20),
-        || async {
-            let s = services.get("training-operator").await.ok()?;
-            let owner = s
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("components.kubeflow.org/owner-name"))
-                .cloned();
-            (owner.as_deref() == Some("kubeflow") && selector(&s) == bundle_selector).then_some(())
-        },
-    )
-    .await;
-
-    // The same with the label the watches select on: the object leaves the
-    // watch (its last event, a deletion from the watch's view, still names
-    // its owner), and is put back into it.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    kubectl(&[
-        "patch",
-        "-n",
-        &ns.name,
-        "service",
-        "training-operator",
-        "--type",
-        "json",
-        "-p",
-        r#"[{"op": "replace", "path": "/metadata/labels/components.kubeflow.org~1component", "value": "other"},
-            {"op": "replace", "path": "/spec/selector", "value": {"app": "mallory"}}]"#,
-    ]);
-    wait_for(
-        "the component label and the selector put back",
-        Duration::from_secs(20),
-        || async {
-            let s = services.get("training-operator").await.ok()?;
-            let component = s
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("components.kubeflow.org/component"))
-                .cloned();
-            (component.as_deref() == Some("training") && selector(&s) == bundle_selector)
-                .then_some(())
-        },
-    )
-    .await;
+    // First the owner label, then the label the watches select on (the
+    // object leaves the watch; its last event, a deletion from the watch's
+    // view, still names its owner). Each edit comes once the install is
+    // quiet, well before the 10-minute safety requeue.
+    for (label, pointer, tampered, wanted) in [
+        (
+            "components.kubeflow.org/owner-name",
+            "owner-name",
+            "someone-else",
+            "kubeflow",
+        ),
+        (
+            "components.kubeflow.org/component",
+            "component",
+            "other",
+            "training",
+        ),
+    ] {
+        let patch = format!(
+            r#"[{{"op": "replace", "path": "/metadata/labels/components.kubeflow.org~1{pointer}", "value": "{tampered}"}},
+                {{"op": "replace", "path": "/spec/selector", "value": {{"app": "mallory"}}}}]"#
+        );
+        kubectl(&[
+            "patch",
+            "-n",
+            &ns.name,
+            "service",
+            "training-operator",
+            "--type",
+            "json",
+            "-p",
+            &patch,
+        ]);
+        wait_for(
+            &format!("{label} and the selector put back"),
+            Duration::from_secs(20),
+            || async {
+                let s = services.get("training-operator").await.ok()?;
+                let value = s
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(label))
+                    .cloned();
+                (value.as_deref() == Some(wanted) && selector(&s) == bundle_selector).then_some(())
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
 
     let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
@@ -214,14 +202,7 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
     let listed = wait_for(
         "the annotation listed as another manager's",
         TIMEOUT,
-        || async {
-            let cr = trainings.get("kubeflow").await.ok()?;
-            cr.data["status"]["foreignFields"]
-                .as_array()?
-                .iter()
-                .find(|e| e["manager"] == "kubectl-annotate")
-                .cloned()
-        },
+        || kubeflow_e2e::component::foreign_entry(&trainings, "kubeflow", "kubectl-annotate"),
     )
     .await;
     assert_eq!(

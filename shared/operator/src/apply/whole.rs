@@ -22,6 +22,8 @@
 //! Everything else keeps "other managers' fields stay theirs"
 //! (`status.foreignFields` lists them).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::foreign_fields::keep_foreign;
@@ -72,7 +74,8 @@ pub fn removals(live: &Value, desired: &Value, own: &str) -> Vec<String> {
     };
     let entries = live
         .pointer("/metadata/managedFields")
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        // Read in place: a Value deserializes by reference, no copy.
+        .and_then(|m| Vec::<ManagedFieldsEntry>::deserialize(m).ok())
         .unwrap_or_default();
     let Some(foreign) = keep_foreign(entries, own) else {
         return Vec::new();
