@@ -18,7 +18,7 @@ use kubeflow_api::{
     DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyError, ApplyRequest, Engine};
-use kubeflow_operator::conditions::{self, READY, reason};
+use kubeflow_operator::conditions::{self, READY, Reason};
 use kubeflow_operator::inventory::Inventory;
 use kubeflow_operator::retry::{self, Memory};
 use kubeflow_operator::runner::{self, RunArgs};
@@ -241,9 +241,9 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
         Ok(o) => o,
         Err(e) if e.is_refusal() => {
             let r = if matches!(e, ApplyError::Conflict { .. }) {
-                reason::OWNERSHIP_CONFLICT
+                Reason::OwnershipConflict
             } else {
-                reason::INVALID_SPEC
+                Reason::InvalidSpec
             };
             return refuse(kf, ctx, status, r, &e.to_string()).await;
         }
@@ -274,7 +274,7 @@ async fn apply(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             &mut status.conditions,
             conditions::DEGRADED,
             true,
-            reason::LIVE_STATE_REFUSED,
+            Reason::LiveStateRefused,
             &message,
             generation,
         );
@@ -314,8 +314,8 @@ fn wanted_children(
     let release = release::check_change(old.version.as_deref(), &kf.spec.version, allow_downgrade)
         .map_err(|refused| {
             let r = match refused {
-                release::ChangeRefused::Unknown(..) => reason::UNKNOWN_VERSION,
-                _ => reason::DOWNGRADE_REFUSED,
+                release::ChangeRefused::Unknown(..) => Reason::UnknownVersion,
+                _ => Reason::DowngradeRefused,
             };
             (r, refused.to_string())
         })?;
@@ -324,7 +324,7 @@ fn wanted_children(
     if !outside.is_empty() {
         let names: Vec<String> = outside.iter().map(ToString::to_string).collect();
         return Err((
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "{} is not part of Kubeflow {}; pin its version in spec.components.<name>.spec.version, or use a release that includes it",
                 names.join(", "),
@@ -545,7 +545,7 @@ async fn cleanup(kf: &Kubeflow, ctx: &Context) -> Result<Action, Error> {
             &mut status.conditions,
             READY,
             false,
-            reason::DELETING,
+            Reason::Deleting,
             &message,
             kf.meta().generation,
         );

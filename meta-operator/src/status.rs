@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use kube::api::DynamicObject;
 use kubeflow_api::kubeflow::{ComponentSummary, KubeflowStatus, Phase, ReleasePlan, UpgradeStatus};
-use kubeflow_operator::conditions::{self, Reason, reason};
+use kubeflow_operator::conditions::{self, Reason};
 use kubeflow_operator::status::Verdict;
 
 use crate::children::Child;
@@ -19,9 +19,9 @@ pub const UPGRADE_RISK: &str = "UpgradeRisk";
 
 /// Reasons a child gives when a person must act on its spec.
 const CHILD_REFUSALS: &[Reason] = &[
-    reason::OWNERSHIP_CONFLICT,
-    reason::UNKNOWN_VERSION,
-    reason::INVALID_SPEC,
+    Reason::OwnershipConflict,
+    Reason::UnknownVersion,
+    Reason::InvalidSpec,
 ];
 
 /// What the apply step saw.
@@ -65,7 +65,7 @@ pub fn after_apply(
             ready: true,
             progressing: false,
             degraded: false,
-            reason: reason::READY,
+            reason: Reason::Ready,
             message: &msg,
         }
         .apply(&mut status.conditions, generation);
@@ -94,9 +94,9 @@ pub fn with_release_plan(
         let message = crate::approval::awaiting_message(&plan, approved);
         for type_ in [conditions::READY, conditions::PROGRESSING] {
             let (value, r) = if type_ == conditions::READY {
-                (false, reason::AWAITING_APPROVAL)
+                (false, Reason::AwaitingApproval)
             } else {
-                (true, reason::AWAITING_APPROVAL)
+                (true, Reason::AwaitingApproval)
             };
             conditions::set(
                 &mut status.conditions,
@@ -136,9 +136,9 @@ fn not_ready(
             .is_some_and(|r| CHILD_REFUSALS.iter().any(|c| c.as_str() == r))
     });
     let r = if waiting && !refused {
-        reason::WAITING_FOR_DEPENDENCY
+        Reason::WaitingForDependency
     } else {
-        reason::COMPONENTS_NOT_READY
+        Reason::ComponentsNotReady
     };
     let msg = format!("waiting for {}", pending.join("; "));
     Verdict {
@@ -169,7 +169,7 @@ fn summaries(seen: &Observed<'_>) -> Vec<ComponentSummary> {
                 .find(|o| o.types.as_ref().is_some_and(|t| t.kind == kind));
             let mut s = summary::summarize(child, live);
             if let Some(w) = seen.waiting.get(&child.component) {
-                s.reason = Some(reason::WAITING_FOR_DEPENDENCY.into());
+                s.reason = Some(Reason::WaitingForDependency.into());
                 s.message = Some(w.clone());
             }
             s
@@ -189,7 +189,7 @@ fn set_upgrade_risk(status: &mut KubeflowStatus, generation: Option<i64>) {
             &mut status.conditions,
             UPGRADE_RISK,
             true,
-            reason::ISTIO_MINOR_SKIP,
+            Reason::IstioMinorVersionSkip,
             &message,
             generation,
         ),

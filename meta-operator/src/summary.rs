@@ -4,7 +4,7 @@
 
 use kube::api::DynamicObject;
 use kubeflow_api::kubeflow::ComponentSummary;
-use kubeflow_operator::conditions::reason;
+use kubeflow_operator::conditions::Reason;
 use serde_json::Value;
 
 use crate::children::{Child, expected_version};
@@ -28,7 +28,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
             name,
             version,
             ready: false,
-            reason: Some(reason::NOT_CREATED.into()),
+            reason: Some(Reason::NotCreated.into()),
             message: None,
         };
     };
@@ -55,7 +55,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
     {
         (
             false,
-            Some(reason::RECONCILING.into()),
+            Some(Reason::Reconciling.into()),
             Some(format!(
                 "{name} has not yet reported on generation {}",
                 generation.unwrap_or(0)
@@ -68,7 +68,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
             .and_then(|c| c.get("message"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        (false, Some(reason::AWAITING_APPROVAL.into()), progressing)
+        (false, Some(Reason::AwaitingApproval.into()), progressing)
     } else if version.is_some() && deployed != version.as_deref() {
         (
             false,

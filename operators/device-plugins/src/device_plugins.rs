@@ -10,7 +10,7 @@ use kubeflow_operator::api::{
 };
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
-use kubeflow_operator::conditions::reason;
+use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject, ListParams};
 use kubeflow_operator::kube::{Client, ResourceExt};
@@ -53,7 +53,7 @@ fn check_overlaps(plugins: &[DevicePlugin]) -> Result<(), Refusal> {
                 && can_overlap(&node_selector(a, None), &node_selector(b, None))
             {
                 return Err(Refusal::new(
-                    reason::INVALID_SPEC,
+                    Reason::InvalidSpec,
                     format!(
                         "plugins {:?} and {:?} are both {} and their node selectors can select the same node; give them disjoint nodeSelectors",
                         a.name,
@@ -78,7 +78,7 @@ fn check_overlaps_with(plugins: &[DevicePlugin], others: &[DevicePlugins]) -> Re
                     && can_overlap(&node_selector(a, None), &node_selector(b, None))
             }) {
                 return Err(Refusal::new(
-                    reason::INVALID_SPEC,
+                    Reason::InvalidSpec,
                     format!(
                         "plugin {:?} ({}) can select the same nodes as plugin {:?} of DevicePlugins {}/{}, which was there first; give it disjoint nodeSelectors",
                         a.name,
@@ -103,7 +103,7 @@ fn render_plugin(
 ) -> Result<Vec<DynamicObject>, Refusal> {
     if let Some(image) = &plugin.image {
         kubeflow_operator::validate::image(&format!("spec.plugins[{}].image", plugin.name), image)
-            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+            .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     }
     let component = format!("device-plugins/{}", plugin.plugin_type.as_str());
     let bundle = ctx.bundle(&component, &plugin.version)?;
@@ -160,7 +160,7 @@ fn render_plugin(
     }
     if out.is_empty() {
         return Err(Refusal::new(
-            reason::BUNDLE_ERROR,
+            Reason::BundleError,
             format!("bundle {component}/{} has no DaemonSet", plugin.version),
         ));
     }

@@ -7,7 +7,7 @@ use kubeflow_operator::api::components::istio::IstioWorkload;
 use kubeflow_operator::api::{Istio, Platform};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
-use kubeflow_operator::conditions::reason;
+use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::rbac::Permissions;
@@ -132,7 +132,7 @@ fn merge_mesh_config(
     objects: &mut [DynamicObject],
     overrides: &serde_json::Map<String, Value>,
 ) -> Result<(), Refusal> {
-    crate::mesh::check(overrides).map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+    crate::mesh::check(overrides).map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     let cm = objects
         .iter_mut()
         .find(|o| {
@@ -142,7 +142,7 @@ fn merge_mesh_config(
         })
         .ok_or_else(|| {
             Refusal::new(
-                reason::BUNDLE_ERROR,
+                Reason::BundleError,
                 "the istio bundle has no istio ConfigMap for meshConfig",
             )
         })?;
@@ -152,7 +152,7 @@ fn merge_mesh_config(
         .and_then(Value::as_str)
         .unwrap_or("");
     let merged = transform::merge_yaml(base, &Value::Object(overrides.clone()))
-        .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+        .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     cm.data["data"]["mesh"] = json!(merged);
     Ok(())
 }

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use kubeflow_operator::api::components::pipelines::{ExternalDatabase, ExternalObjectStore};
 use kubeflow_operator::component::{DereferenceError, Refusal};
-use kubeflow_operator::conditions::reason;
+use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::{Api, DynamicObject};
@@ -44,7 +44,7 @@ pub async fn require_secret(
         .map_err(|e| DereferenceError::Api("read a referenced Secret", e))?;
     let Some(secret) = secret else {
         return Err(Refusal::new(
-            reason::SECRET_MISSING,
+            Reason::SecretMissing,
             format!("Secret {ns}/{name} does not exist; create it or fix the reference"),
         )
         .into());
@@ -57,7 +57,7 @@ pub async fn require_secret(
         .collect();
     if !missing.is_empty() {
         return Err(Refusal::new(
-            reason::SECRET_MISSING,
+            Reason::SecretMissing,
             format!("Secret {ns}/{name} lacks key(s) {}", missing.join(", ")),
         )
         .into());

@@ -9,7 +9,7 @@ use kubeflow_operator::certs::{self, WebhookCert};
 use kubeflow_operator::component::{
     Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
 };
-use kubeflow_operator::conditions::reason;
+use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
@@ -55,7 +55,7 @@ fn edit_json(
             .unwrap_or("{}");
         let mut doc: Value = serde_json::from_str(text).map_err(|e| {
             Refusal::new(
-                reason::BUNDLE_ERROR,
+                Reason::BundleError,
                 format!("{CONFIG} key {key} is not JSON: {e}"),
             )
         })?;
@@ -106,7 +106,7 @@ impl Component for ServingComponent {
                         certs::CertError::Read(_, source) => {
                             DereferenceError::Api("read the webhook certificate", source)
                         }
-                        other => Refusal::new(reason::CERTIFICATE_ERROR, other.to_string()).into(),
+                        other => Refusal::new(Reason::CertificateError, other.to_string()).into(),
                     })
             }
         }
@@ -169,7 +169,7 @@ fn use_generated_cert(
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
         "metadata": {"name": CERT_SECRET, "namespace": namespace},
     }))
-    .map_err(|e| Refusal::new(reason::BUNDLE_ERROR, e.to_string()))?;
+    .map_err(|e| Refusal::new(Reason::BundleError, e.to_string()))?;
     secret.data["data"] = json!({});
     objects.push(secret);
     certs::fill_secret(objects, CERT_SECRET, cert);
@@ -210,7 +210,7 @@ fn select_runtimes(objects: &mut Vec<DynamicObject>, wanted: &[String]) -> Resul
     let unknown: Vec<&String> = wanted.iter().filter(|w| !available.contains(w)).collect();
     if !unknown.is_empty() {
         return Err(Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "unknown servingRuntimes {unknown:?}; this version has {}",
                 available.join(", ")

@@ -14,7 +14,7 @@ use kubeflow_operator::api::{Platform, Trainer};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs;
 use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
-use kubeflow_operator::conditions::reason;
+use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
@@ -69,7 +69,7 @@ fn select_runtimes(objects: &mut Vec<DynamicObject>, chosen: &[String]) -> Resul
         .collect();
     if !unknown.is_empty() {
         return Err(Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "spec.runtimes names ClusterTrainingRuntimes this version does not ship: {}; available: {}",
                 unknown.join(", "),
@@ -100,7 +100,7 @@ fn set_images(
         .collect();
     if !unknown.is_empty() {
         return Err(Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "spec.images names workloads this component does not have: {}; Trainer's images are set by Deployment: {TRAINER}, {JOBSET}",
                 unknown.join(", ")
@@ -154,7 +154,7 @@ fn configure_controller(
         .find(|o| kind(o) == "ConfigMap" && o.metadata.name.as_deref() == Some(CONFIG))
         .ok_or_else(|| {
             Refusal::new(
-                reason::BUNDLE_ERROR,
+                Reason::BundleError,
                 format!("the trainer bundle has no {CONFIG} ConfigMap for spec.controller"),
             )
         })?;
@@ -164,7 +164,7 @@ fn configure_controller(
         .and_then(Value::as_str)
         .unwrap_or("");
     let merged = transform::merge_yaml(base, &overrides)
-        .map_err(|m| Refusal::new(reason::BUNDLE_ERROR, m))?;
+        .map_err(|m| Refusal::new(Reason::BundleError, m))?;
     cm.data["data"][CONFIG_KEY] = json!(merged);
     Ok(())
 }
@@ -389,7 +389,7 @@ mod tests {
             Platform::Kubernetes,
         )
         .expect_err("refused");
-        assert_eq!(err.reason, reason::INVALID_SPEC);
+        assert_eq!(err.reason, Reason::InvalidSpec);
         assert!(
             err.message.contains("no-such-runtime") && err.message.contains("mlx-distributed"),
             "{}",

@@ -9,6 +9,7 @@ pub mod common;
 pub mod components;
 pub mod crds;
 pub mod kubeflow;
+pub mod status;
 
 pub use common::*;
 pub use components::{
@@ -24,3 +25,4 @@ pub use components::{
     training::{JobKind, Training, TrainingSpec},
 };
 pub use kubeflow::{Kubeflow, KubeflowSpec, KubeflowStatus};
+pub use status::{ObjectStatus, Reported};

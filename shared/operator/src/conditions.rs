@@ -11,10 +11,29 @@ pub const PROGRESSING: &str = "Progressing";
 /// Condition type: the spec cannot be brought about without a person acting.
 pub const DEGRADED: &str = "Degraded";
 
-/// Why a condition is what it is: CamelCase, stable, so dashboards, alerts
-/// and the meta-operator can rely on them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reason {
+/// Declares the reasons once: each variant's name is how it appears in
+/// conditions, Events and metrics.
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Why a condition is what it is: CamelCase, stable, so dashboards,
+        /// alerts and the meta-operator can rely on them.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Reason {
+            /// The reason as it appears in conditions and metrics.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$name => stringify!($name),)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
     /// Everything is ready.
     Ready,
     /// Applied; workloads are starting.
@@ -73,40 +92,6 @@ pub enum Reason {
     OverrideNotApplicable,
 }
 
-impl Reason {
-    /// The reason as it appears in conditions and metrics.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Reason::Ready => "Ready",
-            Reason::WorkloadsNotReady => "WorkloadsNotReady",
-            Reason::AsExpected => "AsExpected",
-            Reason::UnknownVersion => "UnknownVersion",
-            Reason::VersionRequired => "VersionRequired",
-            Reason::InvalidSpec => "InvalidSpec",
-            Reason::SecretMissing => "SecretMissing",
-            Reason::OwnershipConflict => "OwnershipConflict",
-            Reason::BundleError => "BundleError",
-            Reason::PrerequisiteMissing => "PrerequisiteMissing",
-            Reason::ApiError => "ApiError",
-            Reason::PermissionDenied => "PermissionDenied",
-            Reason::Deleting => "Deleting",
-            Reason::WaitingForDependency => "WaitingForDependency",
-            Reason::DowngradeRefused => "DowngradeRefused",
-            Reason::IstioMinorVersionSkip => "IstioMinorVersionSkip",
-            Reason::NamespaceNotAllowed => "NamespaceNotAllowed",
-            Reason::ComponentsNotReady => "ComponentsNotReady",
-            Reason::CertificateError => "CertificateError",
-            Reason::ImageDigestMissing => "ImageDigestMissing",
-            Reason::NotCreated => "NotCreated",
-            Reason::Reconciling => "Reconciling",
-            Reason::LiveStateRefused => "LiveStateRefused",
-            Reason::AwaitingApproval => "AwaitingApproval",
-            Reason::UpgradeBlocked => "UpgradeBlocked",
-            Reason::OverrideNotApplicable => "OverrideNotApplicable",
-        }
-    }
-}
-
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -123,64 +108,6 @@ impl PartialEq<str> for Reason {
     fn eq(&self, other: &str) -> bool {
         self.as_str() == other
     }
-}
-
-/// The reasons under the names the code has always used.
-pub mod reason {
-    use super::Reason;
-
-    /// Everything is ready.
-    pub const READY: Reason = Reason::Ready;
-    /// Applied; workloads are starting.
-    pub const WORKLOADS_NOT_READY: Reason = Reason::WorkloadsNotReady;
-    /// Nothing is wrong.
-    pub const AS_EXPECTED: Reason = Reason::AsExpected;
-    /// The spec names a version with no bundle.
-    pub const UNKNOWN_VERSION: Reason = Reason::UnknownVersion;
-    /// The spec names no version.
-    pub const VERSION_REQUIRED: Reason = Reason::VersionRequired;
-    /// The spec is invalid (malformed override, ...).
-    pub const INVALID_SPEC: Reason = Reason::InvalidSpec;
-    /// A referenced Secret is missing.
-    pub const SECRET_MISSING: Reason = Reason::SecretMissing;
-    /// Another instance holds a cluster-scoped object.
-    pub const OWNERSHIP_CONFLICT: Reason = Reason::OwnershipConflict;
-    /// A bundle could not be read.
-    pub const BUNDLE_ERROR: Reason = Reason::BundleError;
-    /// A prerequisite outside the project is missing.
-    pub const PREREQUISITE_MISSING: Reason = Reason::PrerequisiteMissing;
-    /// A transient API failure; the operator retries.
-    pub const API_ERROR: Reason = Reason::ApiError;
-    /// The operator's RBAC does not allow a request it must make.
-    pub const PERMISSION_DENIED: Reason = Reason::PermissionDenied;
-    /// The component is being removed.
-    pub const DELETING: Reason = Reason::Deleting;
-    /// Waiting for another component.
-    pub const WAITING_FOR_DEPENDENCY: Reason = Reason::WaitingForDependency;
-    /// A version change is refused.
-    pub const DOWNGRADE_REFUSED: Reason = Reason::DowngradeRefused;
-    /// An upgrade moves Istio more than one minor version in place.
-    pub const ISTIO_MINOR_SKIP: Reason = Reason::IstioMinorVersionSkip;
-    /// The CR would install into a namespace the operator may not install into.
-    pub const NAMESPACE_NOT_ALLOWED: Reason = Reason::NamespaceNotAllowed;
-    /// Some managed components are not ready.
-    pub const COMPONENTS_NOT_READY: Reason = Reason::ComponentsNotReady;
-    /// A webhook certificate could not be made or read.
-    pub const CERTIFICATE_ERROR: Reason = Reason::CertificateError;
-    /// An image has no digest in the map the spec names.
-    pub const IMAGE_DIGEST_MISSING: Reason = Reason::ImageDigestMissing;
-    /// A component CR not created yet (in the `Kubeflow` status).
-    pub const NOT_CREATED: Reason = Reason::NotCreated;
-    /// A component has not reported on its current generation yet.
-    pub const RECONCILING: Reason = Reason::Reconciling;
-    /// A managed object that holds data refuses the desired state.
-    pub const LIVE_STATE_REFUSED: Reason = Reason::LiveStateRefused;
-    /// A change of version waits for its plan to be approved.
-    pub const AWAITING_APPROVAL: Reason = Reason::AwaitingApproval;
-    /// A change of version cannot go on until a person acts.
-    pub const UPGRADE_BLOCKED: Reason = Reason::UpgradeBlocked;
-    /// See [`Reason::OverrideNotApplicable`].
-    pub const OVERRIDE_NOT_APPLICABLE: Reason = Reason::OverrideNotApplicable;
 }
 
 /// The longest condition message written, in bytes. The CRDs allow 32,768;

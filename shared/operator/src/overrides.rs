@@ -9,7 +9,7 @@ use kubeflow_api::{JsonPatchOperation, Override};
 use serde_json::Value;
 
 use crate::component::Refusal;
-use crate::conditions::reason;
+use crate::conditions::Reason;
 
 /// Fields an override may not touch, as JSON pointer prefixes: what makes
 /// the object this object (and the operator's hold on it), and what decides
@@ -88,8 +88,8 @@ pub fn apply(
                 format!("{field}[{i}] ({} {}): {what}", o.target.kind, o.target.name),
             )
         };
-        let refuse = |what: String| refusal(reason::INVALID_SPEC, what);
-        let misfit = |what: String| refusal(reason::OVERRIDE_NOT_APPLICABLE, what);
+        let refuse = |what: String| refusal(Reason::InvalidSpec, what);
+        let misfit = |what: String| refusal(Reason::OverrideNotApplicable, what);
         let has_merge = o.merge_patch.is_some();
         let has_json = !o.json_patch.is_empty();
         if has_merge == has_json {
@@ -328,9 +328,9 @@ mod tests {
             let err =
                 apply(&mut objs, &[ovr(o.clone())], "spec.overrides", "v1").expect_err("refused");
             let want = if misfit {
-                reason::OVERRIDE_NOT_APPLICABLE
+                Reason::OverrideNotApplicable
             } else {
-                reason::INVALID_SPEC
+                Reason::InvalidSpec
             };
             assert_eq!(err.reason, want, "{o}");
             assert!(

@@ -6,7 +6,7 @@ use kube::api::DynamicObject;
 use kubeflow_api::{CommonSpec, Platform};
 
 use crate::component::Refusal;
-use crate::conditions::reason;
+use crate::conditions::Reason;
 use crate::{openshift, transform, validate};
 
 /// Where a component's objects go and which workloads the common spec targets.
@@ -29,23 +29,23 @@ pub fn apply_common(
 ) -> Result<(), Refusal> {
     for (container, image) in &common.images {
         validate::image(&format!("spec.images.{container}"), image)
-            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+            .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     }
     if let Some(r) = &common.resources {
         validate::resources("spec.resources", r)
-            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+            .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     }
     transform::set_namespace(objects, placement.target, placement.from_namespaces);
     // The mirror first: per-container overrides win over it.
     if let Some(registry) = &common.image_registry {
         crate::images::check_registry("spec.imageRegistry", registry)
-            .map_err(|m| Refusal::new(reason::INVALID_SPEC, m))?;
+            .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
         crate::images::move_to(objects, registry);
     }
     let unmatched = transform::set_images(objects, &common.images);
     if !unmatched.is_empty() {
         return Err(Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "spec.images names containers this component does not have: {}",
                 unmatched.join(", ")
@@ -84,7 +84,7 @@ pub fn required_version(
         .filter(|v| !v.is_empty())
         .ok_or_else(|| {
             Refusal::new(
-                reason::VERSION_REQUIRED,
+                Reason::VersionRequired,
                 format!(
                     "spec.version is required; available {component} versions: {}",
                     crate::bundle::available_versions(&bundles.join(component)).join(", ")

@@ -68,7 +68,7 @@ pub fn same(old: &Value, new: &Value) -> bool {
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::conditions::{self, DEGRADED, PROGRESSING, READY, Reason, reason};
+use crate::conditions::{self, DEGRADED, PROGRESSING, READY, Reason};
 
 /// How many identical failures in a row make a passing error `Degraded`:
 /// one API error is weather, three of the same are a fault a person should see.
@@ -112,7 +112,7 @@ impl Verdict<'_> {
         if self.degraded {
             conditions::set(conds, DEGRADED, true, self.reason, self.message, generation);
         } else {
-            conditions::set(conds, DEGRADED, false, reason::AS_EXPECTED, "", generation);
+            conditions::set(conds, DEGRADED, false, Reason::AsExpected, "", generation);
         }
     }
 }
@@ -168,15 +168,10 @@ mod tests {
     #[test]
     fn a_failed_apply_is_never_ready_and_repeats_become_degraded() {
         let mut c = Vec::new();
-        applied(
-            true,
-            reason::READY,
-            reason::WORKLOADS_NOT_READY,
-            "12 objects",
-        )
-        .apply(&mut c, Some(1));
+        applied(true, Reason::Ready, Reason::WorkloadsNotReady, "12 objects")
+            .apply(&mut c, Some(1));
         assert_eq!(get(&c, READY).0, "True");
-        failed(reason::API_ERROR, "500: quantities must match", 1).apply(&mut c, Some(2));
+        failed(Reason::ApiError, "500: quantities must match", 1).apply(&mut c, Some(2));
         assert_eq!(
             get(&c, READY),
             ("False", "ApiError", "500: quantities must match")
@@ -187,7 +182,7 @@ mod tests {
             "one failure is not yet a fault"
         );
         assert_eq!(get(&c, PROGRESSING).0, "True");
-        failed(reason::API_ERROR, "500: quantities must match", 3).apply(&mut c, Some(2));
+        failed(Reason::ApiError, "500: quantities must match", 3).apply(&mut c, Some(2));
         assert_eq!(
             get(&c, DEGRADED),
             ("True", "ApiError", "500: quantities must match")
@@ -219,13 +214,13 @@ mod tests {
     #[test]
     fn refusals_and_success() {
         let mut c = Vec::new();
-        refused(reason::INVALID_SPEC, "bad image").apply(&mut c, Some(3));
+        refused(Reason::InvalidSpec, "bad image").apply(&mut c, Some(3));
         assert_eq!(get(&c, DEGRADED), ("True", "InvalidSpec", "bad image"));
         assert_eq!(get(&c, PROGRESSING), ("False", "InvalidSpec", ""));
         applied(
             false,
-            reason::READY,
-            reason::WORKLOADS_NOT_READY,
+            Reason::Ready,
+            Reason::WorkloadsNotReady,
             "waiting for x",
         )
         .apply(&mut c, Some(4));

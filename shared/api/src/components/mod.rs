@@ -74,10 +74,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::common::{CommonSpec, ComponentStatus};
+use crate::status::Reported;
 
 /// A component custom resource: one per micro-operator.
 pub trait ComponentResource:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Reported<Status: AsRef<ComponentStatus> + AsMut<ComponentStatus>>
     + Clone
     + Debug
     + Serialize
@@ -93,27 +95,25 @@ pub trait ComponentResource:
     fn common(&self) -> &CommonSpec;
 
     /// The status every component shares, if the CR has one.
-    fn component_status(&self) -> Option<&ComponentStatus>;
+    fn component_status(&self) -> Option<&ComponentStatus> {
+        self.reported().map(AsRef::as_ref)
+    }
 }
 
 macro_rules! component {
-    ($kind:ty, $name:literal, $status:expr) => {
+    ($kind:ty, $name:literal) => {
         impl ComponentResource for $kind {
             const COMPONENT: &'static str = $name;
             fn common(&self) -> &CommonSpec {
                 &self.spec.common
             }
-            fn component_status(&self) -> Option<&ComponentStatus> {
-                self.status.as_ref().map($status)
-            }
         }
     };
 }
 
-component!(training::Training, "training", |s| s);
-component!(trainer::Trainer, "trainer", |s| &s.common);
-component!(serving::Serving, "serving", |s| s);
-component!(pipelines::Pipelines, "pipelines", |s| s);
-component!(istio::Istio, "istio", |s| s);
-component!(device_plugins::DevicePlugins, "device-plugins", |s| &s
-    .common);
+component!(training::Training, "training");
+component!(trainer::Trainer, "trainer");
+component!(serving::Serving, "serving");
+component!(pipelines::Pipelines, "pipelines");
+component!(istio::Istio, "istio");
+component!(device_plugins::DevicePlugins, "device-plugins");

@@ -23,7 +23,7 @@ use crate::kinds::kind;
 
 /// Why an object must be written, as a path into it, e.g.
 /// `unwanted .spec.template.spec.tolerations` or `differs .spec.replicas`.
-pub type Reason = String;
+pub type Why = String;
 
 /// Keys whose values are maps of free-form strings: an empty string there is
 /// a value the server keeps, not an omitted field.
@@ -88,7 +88,7 @@ pub fn owned_fields<'a>(live: &'a Value, manager: &str) -> Option<&'a Value> {
 }
 
 /// Whether `live` must be written to reach `desired`, and why.
-pub fn write_reason(desired: &Value, live: &Value, manager: &str) -> Option<Reason> {
+pub fn write_reason(desired: &Value, live: &Value, manager: &str) -> Option<Why> {
     let owned = owned_fields(live, manager);
     if let Some(fields) = owned
         && let Some(path) = unwanted(fields, desired, String::new())

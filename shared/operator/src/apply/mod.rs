@@ -107,7 +107,7 @@ pub struct ApplyOutcome {
     /// Objects that existed but whose fields had drifted from the rendered state.
     pub drifted: Vec<ObjectKey>,
     /// Why each drifted object was written (see [`diff::write_reason`]).
-    pub why: BTreeMap<ObjectKey, diff::Reason>,
+    pub why: BTreeMap<ObjectKey, diff::Why>,
     /// Objects that did not exist.
     pub created: Vec<ObjectKey>,
     /// Objects pruned because they are no longer rendered.

@@ -33,7 +33,7 @@ pub(super) struct Planned {
     pub(super) proven: bool,
     /// Why the live object must be written, decided when it was read (see
     /// `diff`); None: it need not be, or it was not read.
-    pub(super) why: Option<diff::Reason>,
+    pub(super) why: Option<diff::Why>,
     /// Fields another manager added where the object is enforced whole
     /// (see `whole`), as JSON pointers into the live object read, removed
     /// before the object is written.
@@ -50,7 +50,7 @@ impl Planned {
 #[derive(Default)]
 pub(super) struct Decisions {
     /// Why each existing object must be written; absent: it need not be.
-    pub(super) why: BTreeMap<ObjectKey, diff::Reason>,
+    pub(super) why: BTreeMap<ObjectKey, diff::Why>,
     /// Objects whose live state refuses the desired one: delete and create
     /// anew (with the API server's refusal).
     pub(super) recreate: BTreeMap<ObjectKey, String>,
@@ -235,7 +235,7 @@ pub(super) fn reaches_out(planned: &[Planned], parent_namespace: &str) -> bool {
 
 /// Why each existing object must be written (see `diff`, decided as each
 /// was read); objects opted out of repair are not.
-pub(super) fn write_reasons(planned: &[Planned]) -> BTreeMap<ObjectKey, diff::Reason> {
+pub(super) fn write_reasons(planned: &[Planned]) -> BTreeMap<ObjectKey, diff::Why> {
     planned
         .iter()
         .filter_map(|p| Some((p.key(), p.why.clone()?)))

@@ -23,7 +23,7 @@ pub(super) async fn assess<C: Component>(
     } else {
         format!("waiting for {}", health.waiting.join(", "))
     };
-    crate::status::applied(ready, reason::READY, reason::WORKLOADS_NOT_READY, &message)
+    crate::status::applied(ready, Reason::Ready, Reason::WorkloadsNotReady, &message)
         .apply(&mut status.conditions, cr.meta().generation);
     // Objects kept as they are although they refuse the desired state: the
     // rest works (Ready says how), but a person must act.
@@ -32,7 +32,7 @@ pub(super) async fn assess<C: Component>(
             &mut status.conditions,
             crate::conditions::DEGRADED,
             true,
-            reason::LIVE_STATE_REFUSED,
+            Reason::LiveStateRefused,
             &message,
             cr.meta().generation,
         );

@@ -163,7 +163,7 @@ pub fn rendered_in<C: Component>(
         "metadata": {"name": "kubeflow", "namespace": namespace},
         "spec": {"version": version},
     }))
-    .map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))?;
+    .map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))?;
     let bundles = BundleCache::default();
     let ctx = RenderContext {
         manifests_dir,

@@ -54,7 +54,7 @@ use serde_json::Value;
 use crate::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
 use crate::bundle::{Bundle, BundleCache, BundleError};
 use crate::cleanup;
-use crate::conditions::{self, reason};
+use crate::conditions::{self, Reason};
 use crate::events;
 use crate::health;
 use crate::inventory::{self, Inventory};
@@ -92,8 +92,8 @@ impl Refusal {
 impl From<BundleError> for Refusal {
     fn from(e: BundleError) -> Self {
         let reason = match e {
-            BundleError::UnknownVersion { .. } => reason::UNKNOWN_VERSION,
-            _ => reason::BUNDLE_ERROR,
+            BundleError::UnknownVersion { .. } => Reason::UnknownVersion,
+            _ => Reason::BundleError,
         };
         Refusal::new(reason, e.to_string())
     }
@@ -124,11 +124,9 @@ pub async fn require_crd(client: &Client, crd: &str, why: &str) -> Result<(), De
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     match crds.get_opt(crd).await {
         Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(Refusal::new(
-            reason::PREREQUISITE_MISSING,
-            format!("{why} (no {crd} CRD)"),
-        )
-        .into()),
+        Ok(None) => {
+            Err(Refusal::new(Reason::PrerequisiteMissing, format!("{why} (no {crd} CRD)")).into())
+        }
         Err(e) => Err(DereferenceError::Api("look for a prerequisite CRD", e)),
     }
 }

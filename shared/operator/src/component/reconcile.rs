@@ -60,7 +60,7 @@ pub(super) async fn apply<C: Component>(
         // but an upgrade that waits, planned without the overrides, while
         // the installed version (with them) keeps running and repaired.
         Ok(Err(refusal))
-            if refusal.reason == reason::OVERRIDE_NOT_APPLICABLE && old.version.is_some() =>
+            if refusal.reason == Reason::OverrideNotApplicable && old.version.is_some() =>
         {
             match render_with(cr, ctx, platform, &ctx.bundles, false).await {
                 Ok(Ok(r)) if old.version.as_deref() != Some(r.version.as_str()) => {
@@ -118,7 +118,7 @@ pub(super) async fn apply<C: Component>(
             &mut status.conditions,
             conditions::DEGRADED,
             true,
-            reason::UPGRADE_BLOCKED,
+            Reason::UpgradeBlocked,
             message,
             cr.meta().generation,
         );
@@ -128,7 +128,7 @@ pub(super) async fn apply<C: Component>(
             &mut status.conditions,
             conditions::PROGRESSING,
             true,
-            reason::AWAITING_APPROVAL,
+            Reason::AwaitingApproval,
             &message,
             cr.meta().generation,
         );
@@ -209,7 +209,7 @@ async fn upgrade_gate<C: Component>(
         // Manual cannot show what it would approve.
         Err(refusal) if manual => {
             return Ok(Err(Refusal::new(
-                reason::INVALID_SPEC,
+                Reason::InvalidSpec,
                 format!(
                     "upgradeStrategy Manual: no plan from {from} to {}: the installed version cannot be rendered ({})",
                     rendered.version, refusal.message
@@ -280,11 +280,11 @@ async fn still_stored<C: Component>(
 /// The CR as it would be at another version (every other field the same).
 fn at_version<K: ComponentResource>(cr: &K, version: &str) -> Result<K, Refusal> {
     let mut value =
-        serde_json::to_value(cr).map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))?;
+        serde_json::to_value(cr).map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))?;
     if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
         spec.insert("version".into(), Value::String(version.to_string()));
     }
-    serde_json::from_value(value).map_err(|e| Refusal::new(reason::INVALID_SPEC, e.to_string()))
+    serde_json::from_value(value).map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))
 }
 
 /// What the Progressing condition says while a plan waits for approval.
@@ -315,7 +315,7 @@ async fn failed_before_apply<C: Component>(
     let message = error.to_string();
     let repeats = ctx.repeats(cr, &message);
     let failure = Failure {
-        reason: reason::API_ERROR,
+        reason: Reason::ApiError,
         message: &message,
         repeats,
     };
@@ -372,7 +372,7 @@ async fn render_with<C: Component>(
     // tenant's namespace must not get a controller with cluster-wide rights.
     if !ctx.scope.allows(&ns) {
         return Ok(Err(Refusal::new(
-            reason::NAMESPACE_NOT_ALLOWED,
+            Reason::NamespaceNotAllowed,
             ctx.scope.refusal(std::slice::from_ref(&ns)),
         )));
     }
@@ -426,7 +426,7 @@ async fn render_with<C: Component>(
     let outside = ctx.scope.outside(&rendered.objects);
     if !outside.is_empty() {
         return Ok(Err(Refusal::new(
-            reason::NAMESPACE_NOT_ALLOWED,
+            Reason::NamespaceNotAllowed,
             ctx.scope.refusal(&outside),
         )));
     }
@@ -443,7 +443,7 @@ async fn config_map<C: Component>(
 ) -> Result<Result<k8s_openapi::api::core::v1::ConfigMap, Refusal>, ReconcileError> {
     if !crate::validate::is_dns_subdomain(name) {
         return Ok(Err(Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!(
                 "{field}: {:?} is not a ConfigMap name (lowercase letters, digits, '-' and '.', at most 253)",
                 crate::conditions::bounded(name)
@@ -459,7 +459,7 @@ async fn config_map<C: Component>(
     {
         Some(cm) => Ok(Ok(cm)),
         None => Ok(Err(Refusal::new(
-            reason::PREREQUISITE_MISSING,
+            Reason::PrerequisiteMissing,
             format!("{field}: ConfigMap {namespace}/{name} does not exist"),
         ))),
     }
@@ -479,13 +479,13 @@ async fn overrides_from_config_map<C: Component>(
     };
     let Some(text) = cm.data.as_ref().and_then(|d| d.get("overrides")) else {
         return Ok(Err(Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!("{field}: ConfigMap {namespace}/{name} has no key overrides"),
         )));
     };
     Ok(crate::overrides::parse(text).map_err(|e| {
         Refusal::new(
-            reason::INVALID_SPEC,
+            Reason::InvalidSpec,
             format!("{field}: ConfigMap {namespace}/{name} key overrides: {e}"),
         )
     }))
@@ -515,14 +515,14 @@ async fn pin_digests<C: Component>(
         Ok(d) => d,
         Err(e) => {
             return Ok(Err(Refusal::new(
-                reason::INVALID_SPEC,
+                Reason::InvalidSpec,
                 format!("{field}: ConfigMap {namespace}/{name} key digests, {e}"),
             )));
         }
     };
     Ok(crate::images::pin(objects, &digests).map_err(|missing| {
         Refusal::new(
-            reason::IMAGE_DIGEST_MISSING,
+            Reason::ImageDigestMissing,
             format!(
                 "{field}: ConfigMap {namespace}/{name} has no digest for {}",
                 missing.join(", ")
@@ -571,9 +571,9 @@ async fn apply_rendered<C: Component>(
         Ok(o) => Applied::Done(o),
         Err(e) if e.is_refusal() => {
             let r = if matches!(e, ApplyError::Conflict { .. }) {
-                reason::OWNERSHIP_CONFLICT
+                Reason::OwnershipConflict
             } else {
-                reason::INVALID_SPEC
+                Reason::InvalidSpec
             };
             Applied::Refused(Refusal::new(r, e.to_string()))
         }
@@ -585,14 +585,14 @@ async fn apply_rendered<C: Component>(
             let (r, message, repeats) = if e.is_permission_denied() {
                 let message = format!("the operator's RBAC does not allow this: {e}");
                 (
-                    reason::PERMISSION_DENIED,
+                    Reason::PermissionDenied,
                     message,
                     crate::status::REPEATS_BEFORE_DEGRADED,
                 )
             } else {
                 let message = e.to_string();
                 let repeats = ctx.repeats(cr, &message);
-                (reason::API_ERROR, message, repeats)
+                (Reason::ApiError, message, repeats)
             };
             Applied::Failed {
                 error: e,
@@ -668,7 +668,7 @@ async fn announce_failure<C: Component>(
     after: &[Condition],
     reason: conditions::Reason,
 ) {
-    let permission = reason == reason::PERMISSION_DENIED
+    let permission = reason == Reason::PermissionDenied
         && events::condition_changed(before, after, conditions::READY);
     if permission || events::became_true(before, after, conditions::DEGRADED) {
         let note = conditions::get(after, conditions::READY)
@@ -699,7 +699,7 @@ async fn announce_progress<C: Component>(
     // An object held as it is: told once, when it makes the CR Degraded.
     if events::became_true(&old.conditions, &new.conditions, conditions::DEGRADED)
         && let Some(degraded) = conditions::get(&new.conditions, conditions::DEGRADED)
-        && degraded.reason == reason::LIVE_STATE_REFUSED.as_str()
+        && degraded.reason == Reason::LiveStateRefused.as_str()
     {
         let note = degraded.message.clone();
         events::publish(&ctx.recorder, &on, true, "LiveStateRefused", "Apply", note).await;

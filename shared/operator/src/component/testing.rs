@@ -97,7 +97,7 @@ pub fn render_spec<C: Component>(
         "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
         "spec": spec,
     }))
-    .map_err(|e| Refusal::new(crate::conditions::reason::INVALID_SPEC, e.to_string()))?;
+    .map_err(|e| Refusal::new(crate::conditions::Reason::InvalidSpec, e.to_string()))?;
     let dir = manifests_dir();
     let bundles = BundleCache::default();
     let ctx = RenderContext {
