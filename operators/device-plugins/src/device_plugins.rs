@@ -106,7 +106,7 @@ fn render_plugin(
             .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     }
     let component = format!("device-plugins/{}", plugin.plugin_type.as_str());
-    let bundle = ctx.bundle(&component, &plugin.version)?;
+    let bundle = ctx.bundle_at(&component, &plugin.version)?;
     let mut out = Vec::new();
     for mut obj in bundle
         .objects()
@@ -246,12 +246,13 @@ impl Component for DevicePluginsComponent {
         Ok(Rendered { objects, version })
     }
 
-    async fn extra_status(
+    async fn report(
         &self,
         cr: &DevicePlugins,
         live: &[DynamicObject],
         client: &Client,
-    ) -> serde_json::Map<String, Value> {
+        status: &mut DevicePluginsStatus,
+    ) {
         let ns = cr.namespace().unwrap_or_default();
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let mut plugins = Vec::new();
@@ -294,19 +295,8 @@ impl Component for DevicePluginsComponent {
                 nodes,
             });
         }
-        let status = DevicePluginsStatus {
-            plugin_count: i32::try_from(cr.spec.plugins.len()).ok(),
-            plugins,
-            ..Default::default()
-        };
-        // The component's own fields only: the shared ones are written by the library.
-        match serde_json::to_value(status) {
-            Ok(Value::Object(mut m)) => {
-                m.retain(|k, _| k == "pluginCount" || k == "plugins");
-                m
-            }
-            _ => serde_json::Map::new(),
-        }
+        status.plugin_count = i32::try_from(cr.spec.plugins.len()).ok();
+        status.plugins = plugins;
     }
 }
 

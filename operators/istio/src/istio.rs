@@ -53,8 +53,9 @@ impl Component for IstioComponent {
 
     fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
-        let version = render::required_version(&spec.common, "istio", ctx.manifests_dir)?;
-        let mut objects = ctx.bundle("istio", &version)?.objects();
+        let bundle = ctx.bundle()?;
+        let version = bundle.version.clone();
+        let mut objects = bundle.objects();
         place_cni(&mut objects);
         let placement = Placement {
             from_namespaces: &[KUBEFLOW_NAMESPACE],
@@ -209,18 +210,13 @@ mod tests {
     fn nothing_goes_to_kube_system() {
         let dir = kubeflow_operator::component::manifests_dir();
         let bundles = kubeflow_operator::bundle::BundleCache::default();
-        let ctx = RenderContext {
-            manifests_dir: &dir,
-            bundles: &bundles,
-            namespace: "kubeflow",
-            platform: Platform::Kubernetes,
-        };
         for spec in every_version(&dir, "istio") {
             let cr: Istio = serde_json::from_value(json!({
                 "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Istio",
                 "metadata": {"name": "kubeflow", "namespace": "kubeflow"}, "spec": spec,
             }))
             .expect("cr");
+            let ctx = RenderContext::of(&cr, &dir, &bundles, Platform::Kubernetes);
             let rendered = IstioComponent.render(&cr, &ctx, &()).expect("render");
             let scope = kubeflow_operator::scope::NamespaceScope::only(&[
                 "kubeflow".into(),

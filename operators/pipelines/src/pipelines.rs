@@ -77,8 +77,9 @@ impl Component for PipelinesComponent {
 
     fn render(&self, cr: &Pipelines, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
-        let version = render::required_version(&spec.common, "pipelines", ctx.manifests_dir)?;
-        let mut objects = ctx.bundle("pipelines", &version)?.objects();
+        let bundle = ctx.bundle()?;
+        let version = bundle.version.clone();
+        let mut objects = bundle.objects();
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,

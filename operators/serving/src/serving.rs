@@ -119,8 +119,9 @@ impl Component for ServingComponent {
         cert: &Option<WebhookCert>,
     ) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
-        let version = render::required_version(&spec.common, "serving", ctx.manifests_dir)?;
-        let mut objects = ctx.bundle("serving", &version)?.objects();
+        let bundle = ctx.bundle()?;
+        let version = bundle.version.clone();
+        let mut objects = bundle.objects();
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use kubeflow_operator::api::components::trainer::TrainerController;
-use kubeflow_operator::api::{Platform, Trainer};
+use kubeflow_operator::api::{Platform, Trainer, TrainerStatus};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs;
 use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
@@ -203,8 +203,8 @@ impl Component for TrainerComponent {
 
     fn render(&self, cr: &Trainer, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
-        let version = render::required_version(&spec.common, "trainer", ctx.manifests_dir)?;
-        let bundle = ctx.bundle("trainer", &version)?;
+        let bundle = ctx.bundle()?;
+        let version = bundle.version.clone();
         let mut objects = bundle.objects();
         // Images go by Deployment (below); the shared step would match both `manager` containers.
         let mut common = spec.common.clone();
@@ -232,29 +232,24 @@ impl Component for TrainerComponent {
         Ok(Rendered { objects, version })
     }
 
-    async fn extra_status(
+    async fn report(
         &self,
         _cr: &Trainer,
         live: &[DynamicObject],
         _client: &Client,
-    ) -> Map<String, Value> {
-        let mut out = Map::new();
+        status: &mut TrainerStatus,
+    ) {
         let jobset_image = live
             .iter()
             .find(|o| kind(o) == "Deployment" && o.name_any() == JOBSET)
             .and_then(|d| d.data.pointer("/spec/template/spec/containers/0/image"))
             .and_then(Value::as_str);
-        if let Some(image) = jobset_image {
-            // A digest-only override has no tag: then the image says which JobSet runs.
-            out.insert(
-                "jobSetVersion".into(),
-                json!(image_tag(image).unwrap_or(image)),
-            );
-        }
+        // A digest-only override has no tag: then the image says which JobSet runs.
+        status.job_set_version =
+            jobset_image.map(|image| image_tag(image).unwrap_or(image).to_string());
         let mut runtimes = runtime_names(live);
         runtimes.sort();
-        out.insert("runtimes".into(), json!(runtimes));
-        out
+        status.runtimes = runtimes;
     }
 }
 
@@ -282,12 +277,7 @@ mod tests {
         .expect("a Trainer");
         let dir = manifests();
         let bundles = BundleCache::default();
-        let ctx = RenderContext {
-            manifests_dir: &dir,
-            bundles: &bundles,
-            namespace: "ml",
-            platform,
-        };
+        let ctx = RenderContext::of(&cr, &dir, &bundles, platform);
         TrainerComponent.render(&cr, &ctx, &()).map(|r| r.objects)
     }
 

@@ -70,8 +70,8 @@ impl Component for TrainingComponent {
 
     fn render(&self, cr: &Training, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
-        let version = render::required_version(&spec.common, "training", ctx.manifests_dir)?;
-        let bundle = ctx.bundle("training", &version)?;
+        let bundle = ctx.bundle()?;
+        let version = bundle.version.clone();
         let mut objects = bundle.objects();
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],

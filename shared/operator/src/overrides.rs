@@ -8,8 +8,8 @@ use kube::api::DynamicObject;
 use kubeflow_api::{JsonPatchOperation, Override};
 use serde_json::Value;
 
-use crate::component::Refusal;
 use crate::conditions::Reason;
+use crate::refusal::Refusal;
 
 /// Fields an override may not touch, as JSON pointer prefixes: what makes
 /// the object this object (and the operator's hold on it), and what decides

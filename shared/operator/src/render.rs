@@ -5,8 +5,8 @@
 use kube::api::DynamicObject;
 use kubeflow_api::{CommonSpec, Platform};
 
-use crate::component::Refusal;
 use crate::conditions::Reason;
+use crate::refusal::Refusal;
 use crate::{openshift, transform, validate};
 
 /// Where a component's objects go and which workloads the common spec targets.

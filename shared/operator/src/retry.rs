@@ -4,6 +4,7 @@
 //! condition says so) ends the run and its backoff.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,19 +30,25 @@ struct Remembered {
     told_refusal: Option<String>,
 }
 
-/// Per CR (keyed "namespace/name"), what an operator remembers between
-/// reconciles: failures in a row, the last failure and the refusal last
-/// told. One place for both skeletons, emptied for a CR that is gone, so
-/// nothing grows with CRs created and deleted over an operator's life.
-#[derive(Debug, Default)]
-pub struct Memory(Mutex<HashMap<String, Remembered>>);
+/// Per CR (keyed by its object reference), what an operator remembers
+/// between reconciles: failures in a row, the last failure and the refusal
+/// last told. Kept by the controller skeleton, emptied for a CR that is
+/// gone, so nothing grows with CRs created and deleted over an operator's life.
+#[derive(Debug)]
+pub struct Memory<Key = String>(Mutex<HashMap<Key, Remembered>>);
 
-impl Memory {
-    fn with<T>(&self, key: &str, fallback: T, f: impl FnOnce(&mut Remembered) -> T) -> T {
+impl<Key> Default for Memory<Key> {
+    fn default() -> Self {
+        Memory(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<Key: Hash + Eq + Clone> Memory<Key> {
+    fn with<T>(&self, key: &Key, fallback: T, f: impl FnOnce(&mut Remembered) -> T) -> T {
         let Ok(mut m) = self.0.lock() else {
             return fallback;
         };
-        let entry = m.entry(key.to_string()).or_default();
+        let entry = m.entry(key.clone()).or_default();
         let out = f(entry);
         if *entry == Remembered::default() {
             m.remove(key);
@@ -50,7 +57,7 @@ impl Memory {
     }
 
     /// Counts a failure of `key` for its backoff; returns how many in a row.
-    pub fn record(&self, key: &str) -> u32 {
+    pub fn record(&self, key: &Key) -> u32 {
         self.with(key, 1, |e| {
             e.failures = e.failures.saturating_add(1);
             e.failures
@@ -58,7 +65,7 @@ impl Memory {
     }
 
     /// Counts this failure message: how many times in a row `key` failed with it.
-    pub fn repeats(&self, key: &str, message: &str) -> u32 {
+    pub fn repeats(&self, key: &Key, message: &str) -> u32 {
         self.with(key, 1, |e| match &mut e.last_failure {
             Some((m, n)) if m == message => {
                 *n = n.saturating_add(1);
@@ -72,7 +79,7 @@ impl Memory {
     }
 
     /// Ends the run of failures of `key` (and its backoff).
-    pub fn reset(&self, key: &str) {
+    pub fn reset(&self, key: &Key) {
         self.with(key, (), |e| {
             e.failures = 0;
             e.last_failure = None;
@@ -80,19 +87,19 @@ impl Memory {
     }
 
     /// Whether this refusal is news for `key`: not the one last told.
-    pub fn refusal_is_news(&self, key: &str, refusal: &str) -> bool {
+    pub fn refusal_is_news(&self, key: &Key, refusal: &str) -> bool {
         self.with(key, true, |e| {
             e.told_refusal.replace(refusal.to_string()).as_deref() != Some(refusal)
         })
     }
 
     /// An apply went through: the next refusal of `key` is news again.
-    pub fn forget_refusal(&self, key: &str) {
+    pub fn forget_refusal(&self, key: &Key) {
         self.with(key, (), |e| e.told_refusal = None);
     }
 
     /// The CR is gone: nothing of it is kept.
-    pub fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &Key) {
         if let Ok(mut m) = self.0.lock() {
             m.remove(key);
         }
@@ -113,36 +120,40 @@ impl Memory {
 mod tests {
     use super::*;
 
+    fn k(name: &str) -> String {
+        format!("ns/{name}")
+    }
+
     #[test]
     fn the_delay_doubles_from_one_second_to_five_minutes_and_resets() {
         let secs: Vec<u64> = (1..=12).map(|n| delay(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
         assert_eq!(delay(u32::MAX), CAP);
         let f = Memory::default();
-        assert_eq!(f.record("ns/a"), 1);
-        assert_eq!(f.record("ns/a"), 2);
-        assert_eq!(f.record("ns/b"), 1);
-        f.reset("ns/a");
-        assert_eq!(f.record("ns/a"), 1);
+        assert_eq!(f.record(&k("a")), 1);
+        assert_eq!(f.record(&k("a")), 2);
+        assert_eq!(f.record(&k("b")), 1);
+        f.reset(&k("a"));
+        assert_eq!(f.record(&k("a")), 1);
     }
 
     #[test]
     fn what_is_remembered_of_a_cr_goes_with_it() {
         let m = Memory::default();
-        assert_eq!(m.repeats("ns/a", "boom"), 1);
-        assert_eq!(m.repeats("ns/a", "boom"), 2);
-        assert_eq!(m.repeats("ns/a", "other"), 1);
-        assert!(m.refusal_is_news("ns/a", "InvalidSpec: x"));
-        assert!(!m.refusal_is_news("ns/a", "InvalidSpec: x"));
-        m.record("ns/b");
+        assert_eq!(m.repeats(&k("a"), "boom"), 1);
+        assert_eq!(m.repeats(&k("a"), "boom"), 2);
+        assert_eq!(m.repeats(&k("a"), "other"), 1);
+        assert!(m.refusal_is_news(&k("a"), "InvalidSpec: x"));
+        assert!(!m.refusal_is_news(&k("a"), "InvalidSpec: x"));
+        m.record(&k("b"));
         assert_eq!(m.len(), 2);
         // A success ends failures and refusals: nothing is left of ns/b.
-        m.reset("ns/b");
+        m.reset(&k("b"));
         assert_eq!(m.len(), 1);
-        m.forget_refusal("ns/a");
-        assert!(m.refusal_is_news("ns/a", "InvalidSpec: x"));
+        m.forget_refusal(&k("a"));
+        assert!(m.refusal_is_news(&k("a"), "InvalidSpec: x"));
         // A deleted CR leaves nothing behind.
-        m.forget("ns/a");
+        m.forget(&k("a"));
         assert!(m.is_empty());
     }
 }

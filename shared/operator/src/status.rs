@@ -4,66 +4,51 @@
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
+use kubeflow_api::{ObjectStatus, Reported};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// Writes `new` as the status of `cr` with a merge patch. Lists are replaced
-/// whole, and fields of `old` that `new` lacks are removed explicitly (a
-/// merge patch would otherwise keep them).
-pub async fn patch<K>(api: &Api<K>, cr: &K, old: &Value, mut new: Value) -> Result<(), kube::Error>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    if let (Value::Object(old_map), Value::Object(new_map)) = (old, &mut new) {
-        for k in old_map.keys() {
-            new_map.entry(k.clone()).or_insert(Value::Null);
-        }
-    }
-    api.patch_status(
-        &cr.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": new })),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Writes `new` as the status of `cr` unless it says what `old` (the status
-/// the CR has) says; conditions compare without their transition times, so
-/// the clock alone never causes a write. Returns whether it wrote.
+/// Writes `new` as the status of `cr` unless it says what the CR's status
+/// says (conditions compared without their transition times, so the clock
+/// alone never causes a write): a server-side apply to `/status` as
+/// `manager`, so a field the operator no longer sets goes with it. Returns
+/// whether it wrote.
 pub async fn write_if_changed<K>(
     api: &Api<K>,
     cr: &K,
-    old: &Value,
-    new: Value,
+    new: &K::Status,
+    manager: &str,
 ) -> Result<bool, kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Reported + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    if !old.is_null() && same(old, &new) {
+    if cr.reported().is_some_and(|old| same(old, new)) {
         return Ok(false);
     }
-    patch(api, cr, old, new).await?;
+    let body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": { "name": cr.name_any() },
+        "status": new,
+    });
+    api.patch_status(
+        &cr.name_any(),
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
     Ok(true)
 }
 
 /// Whether two statuses say the same, conditions compared without their
 /// transition times.
-pub fn same(old: &Value, new: &Value) -> bool {
-    let conditions_of = |v: &Value| -> Vec<Condition> {
-        v.get("conditions")
-            .and_then(|c| serde_json::from_value(c.clone()).ok())
-            .unwrap_or_default()
-    };
-    let without_conditions = |v: &Value| {
-        let mut v = v.clone();
-        if let Value::Object(m) = &mut v {
-            m.remove("conditions");
-        }
-        v
-    };
-    conditions::same(&conditions_of(old), &conditions_of(new))
-        && without_conditions(old) == without_conditions(new)
+pub fn same<S: ObjectStatus>(old: &S, new: &S) -> bool {
+    let (mut a, mut b) = (old.clone(), new.clone());
+    let (ca, cb) = (
+        std::mem::take(a.conditions_mut()),
+        std::mem::take(b.conditions_mut()),
+    );
+    conditions::same(&ca, &cb) && a == b
 }
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -192,23 +177,24 @@ mod tests {
 
     #[test]
     fn a_status_that_changed_only_in_its_clock_is_the_same() {
-        let at = |t: &str, status: &str| {
-            json!({"version": "v1", "conditions": [{
-                "type": "Ready", "status": status, "reason": "Ready", "message": "",
-                "observedGeneration": 1, "lastTransitionTime": t,
-            }]})
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at = |t: i64, status: &str| kubeflow_api::ComponentStatus {
+            version: Some("v1".into()),
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: status.into(),
+                reason: "Ready".into(),
+                message: String::new(),
+                observed_generation: Some(1),
+                last_transition_time: Time(jiff::Timestamp::from_second(t).expect("time")),
+            }],
+            ..Default::default()
         };
-        assert!(same(
-            &at("2026-01-01T00:00:00Z", "True"),
-            &at("2026-02-01T00:00:00Z", "True")
-        ));
-        assert!(!same(
-            &at("2026-01-01T00:00:00Z", "True"),
-            &at("2026-01-01T00:00:00Z", "False")
-        ));
-        let mut other = at("2026-01-01T00:00:00Z", "True");
-        other["version"] = json!("v2");
-        assert!(!same(&at("2026-01-01T00:00:00Z", "True"), &other));
+        assert!(same(&at(1, "True"), &at(9, "True")));
+        assert!(!same(&at(1, "True"), &at(1, "False")));
+        let mut other = at(1, "True");
+        other.version = Some("v2".into());
+        assert!(!same(&at(1, "True"), &other));
     }
 
     #[test]

@@ -1,7 +1,18 @@
 //! How the component is doing after an apply: each workload's readiness,
 //! and for one that is not available, what its pods say.
 
-use super::*;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::{Client, Resource};
+use kubeflow_api::ComponentStatus;
+use serde_json::Value;
+
+use super::Component;
+use super::controller::Context;
+use crate::apply::ApplyOutcome;
+use crate::conditions::Reason;
+use crate::health;
+use crate::kinds::kind;
 
 /// The health of what was applied, into the status: version, objects,
 /// workloads and the Ready/Progressing/Degraded verdict. Returns readiness.
@@ -13,7 +24,7 @@ pub(super) async fn assess<C: Component>(
     outcome: &ApplyOutcome,
 ) -> bool {
     let mut health = health::assess(&outcome.live);
-    add_pod_problems(&ctx.client, &outcome.live, &mut health).await;
+    add_pod_problems(&ctx.tools.client, &outcome.live, &mut health).await;
     let ready = health.ready();
     status.version = Some(version.to_string());
     status.managed_objects = Some(outcome.live.len() as i64);

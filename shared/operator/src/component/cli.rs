@@ -1,6 +1,13 @@
 //! The operator binary's command line: run, or print the RBAC it needs.
 
-use super::*;
+use kube::Resource;
+use kube::api::DynamicObject;
+use kubeflow_api::{ComponentResource, Platform};
+
+use super::{Component, ComponentArgs, Refusal, RenderContext, run};
+use crate::bundle::{BundleCache, BundleError};
+use crate::conditions::Reason;
+use crate::rbac;
 
 /// Command line of a component operator. Its name and description are the
 /// component's, set in [`command`]: the six binaries share this type.
@@ -165,11 +172,6 @@ pub fn rendered_in<C: Component>(
     }))
     .map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))?;
     let bundles = BundleCache::default();
-    let ctx = RenderContext {
-        manifests_dir,
-        bundles: &bundles,
-        namespace,
-        platform: Platform::Kubernetes,
-    };
+    let ctx = RenderContext::of(&cr, manifests_dir, &bundles, Platform::Kubernetes);
     Ok(component.render(&cr, &ctx, &C::Inputs::default())?.objects)
 }

@@ -1,52 +1,93 @@
 //! The running process: the controller over the CR kind and every managed
 //! kind, its shared state, the finalizer around each reconcile, and retries.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource};
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kubeflow_api::{ComponentResource, Platform};
+
+use super::reconcile::apply;
+use super::removal::cleanup_component;
+use super::{Component, ComponentArgs, FINALIZER, operator_name};
+use crate::apply::Engine;
+use crate::bundle::BundleCache;
+use crate::controller::{Failure, Reconciler, StatusOf, Tools};
+use crate::labels;
+use crate::rbac;
+use crate::runner;
+use crate::scope::NamespaceScope;
 
 pub(super) struct Context<C: Component> {
     pub(super) component: C,
     pub(super) engine: Engine,
-    pub(super) recorder: Recorder,
-    pub(super) client: Client,
+    /// Client, Events, metrics and the operator's name.
+    pub(super) tools: Tools,
     pub(super) bundles: BundleCache,
     pub(super) manifests_dir: PathBuf,
     /// Where CRs may install (the chart's `allowedNamespaces`).
     pub(super) scope: NamespaceScope,
-    pub(super) metrics: Metrics,
-    pub(super) name: String,
     pub(super) detected_platform: Mutex<Option<Platform>>,
-    /// Per CR: failures in a row, the last failure, the refusal last told;
-    /// forgotten when the CR is gone.
-    pub(super) memory: crate::retry::Memory,
     /// Which CR applied each managed object (see `owners`).
     pub(super) owners: super::owners::Owners,
 }
 
-impl<C: Component> Context<C> {
-    fn key(cr: &C::Resource) -> String {
-        format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any())
+#[async_trait::async_trait]
+impl<C: Component> Reconciler for Context<C> {
+    type Resource = C::Resource;
+    const FINALIZER: &'static str = FINALIZER;
+
+    fn tools(&self) -> &Tools {
+        &self.tools
     }
 
-    /// Counts this failure: how many times in a row the CR's apply failed with this message.
-    pub(super) fn repeats(&self, cr: &C::Resource, message: &str) -> u32 {
-        self.memory.repeats(&Self::key(cr), message)
+    async fn apply(
+        &self,
+        cr: &C::Resource,
+        status: &mut StatusOf<Self>,
+    ) -> Result<Duration, Failure> {
+        apply::<C>(cr, self, status).await
     }
 
-    /// Whether this refusal is news: not the one last told for the CR. The
-    /// CR's status alone cannot say so: a reconcile that runs before the
-    /// watch brings back the status just written sees the old condition.
-    pub(super) fn refusal_is_news(&self, cr: &C::Resource, refusal: &str) -> bool {
-        self.memory.refusal_is_news(&Self::key(cr), refusal)
+    async fn cleanup(&self, cr: &C::Resource, _: &mut StatusOf<Self>) -> Result<(), Failure> {
+        cleanup_component::<C>(cr, self).await
     }
 
-    /// An apply went through: the next refusal is news again.
-    pub(super) fn forget_refusal(&self, cr: &C::Resource) {
-        self.memory.forget_refusal(&Self::key(cr));
+    async fn announce(&self, cr: &C::Resource, old: &StatusOf<Self>, new: &StatusOf<Self>) {
+        super::reconcile::announce_progress::<C>(cr, self, old.as_ref(), new.as_ref()).await;
     }
 
-    /// A success or a refusal ends a run of failures (and its backoff).
-    pub(super) fn forget_failures(&self, cr: &C::Resource) {
-        self.memory.reset(&Self::key(cr));
+    fn record(&self, cr: &C::Resource, status: &StatusOf<Self>) {
+        self.tools
+            .metrics
+            .managed_objects
+            .with_label_values(&[
+                &self.tools.name,
+                &cr.namespace().unwrap_or_default(),
+                &cr.name_any(),
+            ])
+            .set(status.as_ref().managed_objects.unwrap_or(0));
+    }
+
+    fn forget(&self, cr: &ObjectRef<C::Resource>) {
+        let ns = cr.namespace.clone().unwrap_or_default();
+        self.owners.forget(&ns, &cr.name);
+        let _ = self.tools.metrics.managed_objects.remove_label_values(&[
+            &self.tools.name,
+            &ns,
+            &cr.name,
+        ]);
+    }
+
+    /// Not in a namespace the operator may not write to (its Roles stop at
+    /// the allowed namespaces): there the status alone says it.
+    fn may_publish(&self, cr: &C::Resource) -> bool {
+        self.scope.allows(&cr.namespace().unwrap_or_default())
     }
 }
 
@@ -79,28 +120,18 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         );
         streams.push((stream, w.resource));
     }
-    let ctx = Arc::new(Context {
+    let context = Context {
         engine: Engine::new(rt.client.clone(), &name)
             .within(scope.clone())
             .with_index(index.build()),
-        recorder: Recorder::new(
-            rt.client.clone(),
-            Reporter {
-                controller: name.clone(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
-        client: rt.client.clone(),
+        tools: Tools::new(rt.client.clone(), rt.metrics.clone(), &name),
         component,
         bundles: BundleCache::default(),
         manifests_dir: args.manifests_dir,
         scope: scope.clone(),
-        metrics: rt.metrics.clone(),
-        name: name.clone(),
         detected_platform: Mutex::new(None),
-        memory: crate::retry::Memory::default(),
         owners: owners.clone(),
-    });
+    };
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
         .trigger_backoff(crate::watches::trigger_backoff());
@@ -117,14 +148,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
             resource,
         );
     }
-    runner::mark_ready_when_listable(Api::<C::Resource>::all(rt.client.clone()), rt.probe.clone());
-    tracing::info!(operator = %name, "starting controller");
-    controller
-        .graceful_shutdown_on(rt.shutdown())
-        .run(reconcile::<C>, error_policy::<C>, ctx)
-        .for_each(|_| futures::future::ready(()))
-        .await;
-    rt.release().await;
+    crate::controller::run(context, controller, rt).await;
     Ok(())
 }
 
@@ -229,102 +253,4 @@ fn owners_of<K: ComponentResource>(
         }
     }
     out
-}
-
-pub(super) fn error_policy<C: Component>(
-    cr: Arc<C::Resource>,
-    err: &ReconcileError,
-    ctx: Arc<Context<C>>,
-) -> Action {
-    ctx.metrics
-        .reconcile_errors_total
-        .with_label_values(&[&ctx.name, err.metric_reason()])
-        .inc();
-    let object = Context::<C>::key(&cr);
-    let kind = C::Resource::kind(&());
-    if matches!(err, ReconcileError::CleanupPending(_)) {
-        tracing::info!(%kind, %object, error = %err, "cleanup in progress");
-        return Action::requeue(Duration::from_millis(500));
-    }
-    let n = ctx.memory.record(&object);
-    tracing::warn!(%kind, %object, error = %err, attempt = n, "reconcile failed; retrying");
-    Action::requeue(crate::retry::delay(n))
-}
-
-pub(super) async fn reconcile<C: Component>(
-    cr: Arc<C::Resource>,
-    ctx: Arc<Context<C>>,
-) -> Result<Action, ReconcileError> {
-    let started = Instant::now();
-    let ns = cr.namespace().unwrap_or_default();
-    let api: Api<C::Resource> = Api::namespaced(ctx.client.clone(), &ns);
-    // Every line logged during the reconcile names the CR (several CRs of
-    // one kind can be reconciled at once).
-    let span = tracing::info_span!(
-        "reconcile",
-        kind = %C::Resource::kind(&()),
-        object = %Context::<C>::key(&cr)
-    );
-    let result = tracing::Instrument::instrument(
-        finalizer(&api, FINALIZER, cr, |event| async {
-            match event {
-                FinalizerEvent::Apply(cr) => apply::<C>(&cr, &ctx).await,
-                FinalizerEvent::Cleanup(cr) => {
-                    let done = cleanup_component::<C>(&cr, &ctx).await;
-                    // Removed: nothing of the CR is remembered any more.
-                    if done.is_ok() {
-                        ctx.memory.forget(&Context::<C>::key(&cr));
-                        ctx.owners
-                            .forget(&cr.namespace().unwrap_or_default(), &cr.name_any());
-                    }
-                    done
-                }
-            }
-        }),
-        span,
-    )
-    .await;
-    ctx.metrics
-        .reconcile_time_seconds
-        .with_label_values(&[&ctx.name])
-        .observe(started.elapsed().as_secs_f64());
-    match result {
-        Ok(action) => {
-            ctx.metrics
-                .reconcile_total
-                .with_label_values(&[&ctx.name, "success"])
-                .inc();
-            Ok(action)
-        }
-        Err(
-            kube::runtime::finalizer::Error::ApplyFailed(e)
-            | kube::runtime::finalizer::Error::CleanupFailed(e),
-        ) => {
-            ctx.metrics
-                .reconcile_total
-                .with_label_values(&[&ctx.name, "error"])
-                .inc();
-            Err(e)
-        }
-        Err(
-            kube::runtime::finalizer::Error::AddFinalizer(e)
-            | kube::runtime::finalizer::Error::RemoveFinalizer(e),
-        ) => {
-            ctx.metrics
-                .reconcile_total
-                .with_label_values(&[&ctx.name, "error"])
-                .inc();
-            Err(ReconcileError::Api("update the finalizer", e))
-        }
-        Err(
-            e @ (kube::runtime::finalizer::Error::UnnamedObject
-            | kube::runtime::finalizer::Error::InvalidFinalizer),
-        ) => {
-            ctx.metrics
-                .reconcile_total
-                .with_label_values(&[&ctx.name, "error"])
-                .inc();
-            Err(ReconcileError::Finalizer(e.to_string()))
-        }
-    }
 }

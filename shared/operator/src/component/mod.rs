@@ -7,7 +7,7 @@
 //! The module is split by step: `cli` (flags and subcommands), `controller`
 //! (the process: watches, backoff, the finalizer), `reconcile` (dereference,
 //! render, apply), `assess` (health), `removal` (released objects and the
-//! finalizer's cleanup), `report` (status and metrics), `testing`
+//! finalizer's cleanup), `testing`
 //! (helpers for the operators' own tests, behind the `testing` feature so
 //! they never ship in an operator binary).
 
@@ -17,7 +17,6 @@ mod controller;
 mod owners;
 mod reconcile;
 mod removal;
-mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -28,76 +27,24 @@ pub use testing::{
     assert_permitted, every_version, find, manifests_dir, permission_gaps, render_spec,
 };
 
-use assess::assess;
-use controller::Context;
-use reconcile::{apply, inventory_of};
-use removal::{cleanup_component, released};
-use report::{record_gauges, refuse, write_status};
-
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::Client;
+use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt};
-use kubeflow_api::{ComponentResource, ComponentStatus, CrdPolicy, Platform, ReleasedObject};
-use serde_json::Value;
+use kubeflow_api::{ComponentResource, Platform, Reported};
 
-use crate::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
-use crate::bundle::{Bundle, BundleCache, BundleError};
-use crate::cleanup;
-use crate::conditions::{self, Reason};
-use crate::events;
-use crate::health;
-use crate::inventory::{self, Inventory};
-use crate::kinds::kind;
-use crate::labels;
-use crate::rbac::{self, Permissions};
-use crate::runner::{self, RunArgs};
-use crate::scope::NamespaceScope;
-use crate::telemetry::Metrics;
-use crate::telemetry::metrics::ComponentRef;
+use crate::bundle::{Bundle, BundleCache};
+use crate::conditions::Reason;
+use crate::controller::Failure;
+use crate::rbac::Permissions;
+use crate::runner::RunArgs;
 
 /// Finalizer every component CR carries while it has objects to clean up.
 pub const FINALIZER: &str = "components.kubeflow.org/cleanup";
 
-/// Input a person must fix: becomes a Degraded condition, applies nothing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
-    /// Why (see [`conditions::Reason`]).
-    pub reason: conditions::Reason,
-    /// What is wrong and what to do.
-    pub message: String,
-}
-
-impl Refusal {
-    /// A refusal; its message bounded (it may quote user input, and it is
-    /// logged and written into the status).
-    pub fn new(reason: conditions::Reason, message: impl Into<String>) -> Self {
-        Refusal {
-            reason,
-            message: conditions::bounded(&message.into()),
-        }
-    }
-}
-
-impl From<BundleError> for Refusal {
-    fn from(e: BundleError) -> Self {
-        let reason = match e {
-            BundleError::UnknownVersion { .. } => Reason::UnknownVersion,
-            _ => Reason::BundleError,
-        };
-        Refusal::new(reason, e.to_string())
-    }
-}
+pub use crate::refusal::Refusal;
 
 /// Why `dereference` could not produce its inputs.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +60,15 @@ pub enum DereferenceError {
 impl From<Refusal> for DereferenceError {
     fn from(r: Refusal) -> Self {
         DereferenceError::Refused(r)
+    }
+}
+
+impl From<DereferenceError> for Failure {
+    fn from(e: DereferenceError) -> Self {
+        match e {
+            DereferenceError::Refused(r) => Failure::Refused(r),
+            DereferenceError::Api(what, e) => Failure::api(what, e),
+        }
     }
 }
 
@@ -141,12 +97,42 @@ pub struct RenderContext<'a> {
     pub namespace: &'a str,
     /// Resolved platform.
     pub platform: Platform,
+    /// The component's bundle folder (its kind's `COMPONENT`).
+    pub component: &'a str,
+    /// The CR's shared settings (its `spec.version` among them).
+    pub common: &'a kubeflow_api::CommonSpec,
 }
 
-impl RenderContext<'_> {
-    /// Loads `<component>/<version>`.
-    pub fn bundle(&self, component: &str, version: &str) -> Result<Arc<Bundle>, Refusal> {
-        Ok(self.bundles.get(self.manifests_dir, component, version)?)
+impl<'a> RenderContext<'a> {
+    /// What rendering `cr` may use.
+    pub fn of<K: ComponentResource>(
+        cr: &'a K,
+        manifests_dir: &'a std::path::Path,
+        bundles: &'a BundleCache,
+        platform: Platform,
+    ) -> Self {
+        RenderContext {
+            manifests_dir,
+            bundles,
+            namespace: cr.meta().namespace.as_deref().unwrap_or_default(),
+            platform,
+            component: K::COMPONENT,
+            common: cr.common(),
+        }
+    }
+
+    /// The bundle of the version the CR asks for: refused when it names
+    /// none (listing those available) or one with no bundle.
+    pub fn bundle(&self) -> Result<Arc<Bundle>, Refusal> {
+        let version =
+            crate::render::required_version(self.common, self.component, self.manifests_dir)?;
+        self.bundle_at(self.component, &version)
+    }
+
+    /// Loads `<folder>/<version>`: for a component made of several bundles
+    /// (the device plugins, one per plugin type).
+    pub fn bundle_at(&self, folder: &str, version: &str) -> Result<Arc<Bundle>, Refusal> {
+        Ok(self.bundles.get(self.manifests_dir, folder, version)?)
     }
 }
 
@@ -189,14 +175,15 @@ pub trait Component: Send + Sync + 'static {
         false
     }
 
-    /// Component-specific status fields, merged into `.status`.
-    async fn extra_status(
+    /// The component's own status fields (beside the shared ones the
+    /// framework fills in), from what was applied.
+    async fn report(
         &self,
         _cr: &Self::Resource,
         _live: &[DynamicObject],
         _client: &Client,
-    ) -> serde_json::Map<String, Value> {
-        serde_json::Map::new()
+        _status: &mut <Self::Resource as Reported>::Status,
+    ) {
     }
 
     /// Removes objects the component created at run time (not from its
@@ -245,36 +232,6 @@ pub struct ComponentArgs {
     /// Process flags.
     #[command(flatten)]
     pub run: RunArgs,
-}
-
-/// Errors the controller retries with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// Applying or cleaning up failed for a passing reason.
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    /// An API call failed.
-    #[error("failed to {0}: {1}")]
-    Api(&'static str, #[source] kube::Error),
-    /// Cleanup is waiting for objects to go.
-    #[error("waiting for {0} to be deleted")]
-    CleanupPending(String),
-    /// The finalizer could not run: the CR has no name, or the finalizer
-    /// name is invalid (a defect, retried with backoff and counted).
-    #[error("the finalizer cannot run: {0}")]
-    Finalizer(String),
-}
-
-impl ReconcileError {
-    fn metric_reason(&self) -> &'static str {
-        match self {
-            ReconcileError::Apply(e) if e.is_permission_denied() => "PermissionDenied",
-            ReconcileError::Apply(_) => "ApplyError",
-            ReconcileError::Api(..) => "ApiError",
-            ReconcileError::CleanupPending(_) => "CleanupPending",
-            ReconcileError::Finalizer(_) => "FinalizerError",
-        }
-    }
 }
 
 /// The operator's name for a component: `kubeflow-<component>-operator`.

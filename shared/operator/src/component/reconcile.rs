@@ -1,8 +1,24 @@
 //! One reconcile of a component CR: dereference, render, apply, assess,
 //! then the status; and the cleanup its finalizer runs.
 
-use super::*;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::{Resource, ResourceExt};
+use kubeflow_api::{ComponentResource, ComponentStatus, CrdPolicy, Platform};
+use serde_json::Value;
+
+use super::assess::assess;
+use super::controller::Context;
+use super::removal::released;
+use super::{Component, Refusal, RenderContext, Rendered, operator_name};
+use crate::apply::{ApplyOutcome, ApplyRequest};
+use crate::bundle::BundleCache;
+use crate::conditions::{self, Reason};
+use crate::controller::{Failure, StatusOf};
+use crate::events::{self, Notice};
+use crate::inventory::Inventory;
 
 pub(super) fn current_status<K: ComponentResource>(cr: &K) -> ComponentStatus {
     cr.component_status().cloned().unwrap_or_default()
@@ -15,16 +31,16 @@ pub(super) fn inventory_of<K: ComponentResource>(cr: &K) -> Inventory {
 pub(super) async fn platform_of<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
-) -> Result<Platform, ReconcileError> {
+) -> Result<Platform, Failure> {
     match cr.common().platform {
         Some(p @ (Platform::Kubernetes | Platform::OpenShift)) => Ok(p),
         _ => {
             if let Some(p) = ctx.detected_platform.lock().ok().and_then(|g| *g) {
                 return Ok(p);
             }
-            let p = crate::platform::detect(&ctx.client)
+            let p = crate::platform::detect(&ctx.tools.client)
                 .await
-                .map_err(|e| ReconcileError::Api("detect the platform", e))?;
+                .map_err(|e| Failure::api("detect the platform", e))?;
             if let Ok(mut g) = ctx.detected_platform.lock() {
                 *g = Some(p);
             }
@@ -35,76 +51,45 @@ pub(super) async fn platform_of<C: Component>(
 
 /// One reconcile of a component CR, as its steps: check where it installs,
 /// dereference what it points at, render, apply, report what the apply
-/// repaired, assess health, write the status. A refusal at any step ends it
-/// with a condition a person can act on and nothing written.
+/// repaired, assess health, fill in the status. A refusal at any step ends
+/// it with a condition a person can act on and nothing written; any other
+/// failure, before or during the apply, with Ready false at this generation
+/// (the skeleton writes both).
 pub(super) async fn apply<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
-) -> Result<Action, ReconcileError> {
+    full: &mut StatusOf<Context<C>>,
+) -> Result<Duration, Failure> {
     let old = current_status(cr);
-    let mut status = old.clone();
-    status.observed_generation = cr.meta().generation;
-    // A failure before the apply (platform detection, reading what the CR
-    // points at) ends the reconcile with a verdict at this generation too:
-    // the old Ready must not stand while nothing is reconciled.
-    let platform = match platform_of(cr, ctx).await {
-        Ok(p) => p,
-        Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
-    };
-    status.platform = Some(platform);
+    let platform = platform_of(cr, ctx).await?;
+    full.as_mut().platform = Some(platform);
     let mut misfit = None;
     let rendered = match render(cr, ctx, platform).await {
-        Ok(Ok(r)) => r,
+        Ok(r) => r,
         // An override the version asked for has no place for, on the way
         // from an installed version: not a refusal of the whole resource
         // but an upgrade that waits, planned without the overrides, while
         // the installed version (with them) keeps running and repaired.
-        Ok(Err(refusal))
+        Err(Failure::Refused(refusal))
             if refusal.reason == Reason::OverrideNotApplicable && old.version.is_some() =>
         {
-            match render_with(cr, ctx, platform, &ctx.bundles, false).await {
-                Ok(Ok(r)) if old.version.as_deref() != Some(r.version.as_str()) => {
-                    misfit = Some(refusal.message);
-                    r
-                }
-                Ok(_) => return refuse(cr, ctx, status, refusal).await,
-                Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
+            let r = render_with(cr, ctx, platform, &ctx.bundles, false).await?;
+            if old.version.as_deref() == Some(r.version.as_str()) {
+                return Err(refusal.into());
             }
+            misfit = Some(refusal.message);
+            r
         }
-        Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
-        Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
+        Err(e) => return Err(e),
     };
     let (rendered, blocked) =
-        match upgrade_gate(cr, ctx, platform, &old, &mut status, rendered, misfit).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(refusal)) => return refuse(cr, ctx, status, refusal).await,
-            Err(e) => return failed_before_apply(cr, ctx, &old, status, e).await,
-        };
+        upgrade_gate(cr, ctx, platform, &old, full.as_mut(), rendered, misfit).await?;
     let version = rendered.version.clone();
-    let outcome = match apply_rendered(cr, ctx, rendered.objects, &version).await {
-        Applied::Done(o) => o,
-        Applied::Refused(refusal) => return refuse(cr, ctx, status, refusal).await,
-        Applied::Failed {
-            error,
-            reason,
-            message,
-            repeats,
-        } => {
-            // Rendered and tried: whatever was refused before is resolved.
-            ctx.forget_refusal(cr);
-            let failure = Failure {
-                reason,
-                message: &message,
-                repeats,
-            };
-            return report_failure(cr, ctx, &old, status, failure, error.into()).await;
-        }
-    };
-    ctx.forget_failures(cr);
-    ctx.forget_refusal(cr);
+    let outcome = apply_rendered(cr, ctx, rendered.objects, &version).await?;
     // Applied at this version: an older one's parsed bundle is not needed.
     ctx.bundles.keep_only(C::Resource::COMPONENT, &version);
     report_repairs(cr, ctx, &old, &version, &outcome).await;
+    let status = full.as_mut();
     status.released = released(cr, ctx, &old.released, &outcome).await?;
     status.foreign_fields = foreign_fields(ctx, &outcome);
     ctx.owners.record(
@@ -112,7 +97,7 @@ pub(super) async fn apply<C: Component>(
         &cr.name_any(),
         outcome.live.iter().map(crate::apply::ObjectKey::of),
     );
-    let ready = assess(cr, ctx, &mut status, &version, &outcome).await;
+    let ready = assess(cr, ctx, status, &version, &outcome).await;
     if let Some(message) = &blocked {
         conditions::set(
             &mut status.conditions,
@@ -133,23 +118,17 @@ pub(super) async fn apply<C: Component>(
             cr.meta().generation,
         );
     }
-    announce_progress(cr, ctx, &old, &status).await;
-    let extra = ctx
-        .component
-        .extra_status(cr, &outcome.live, &ctx.client)
+    ctx.component
+        .report(cr, &outcome.live, &ctx.tools.client, full)
         .await;
-    write_status(cr, ctx, &status, extra).await?;
-    record_gauges(cr, ctx, &status, ready);
     // Watches on the managed objects bring the next reconcile; the requeue
     // is a safety net, sooner while an object is held (what a person does
     // to resolve it may be nothing the watches see).
-    Ok(Action::requeue(
-        if ready && outcome.held.is_empty() && blocked.is_none() {
-            Duration::from_secs(600)
-        } else {
-            Duration::from_secs(30)
-        },
-    ))
+    Ok(if ready && outcome.held.is_empty() && blocked.is_none() {
+        Duration::from_secs(600)
+    } else {
+        Duration::from_secs(30)
+    })
 }
 
 /// What other field managers own of the objects just applied (the watches'
@@ -189,37 +168,36 @@ async fn upgrade_gate<C: Component>(
     status: &mut ComponentStatus,
     rendered: Rendered,
     misfit: Option<String>,
-) -> Result<Result<Gated, Refusal>, ReconcileError> {
+) -> Result<Gated, Failure> {
     let Some(from) = old.version.as_deref().filter(|v| *v != rendered.version) else {
-        return Ok(Ok((rendered, None)));
+        return Ok((rendered, None));
     };
-    let installed_cr = match at_version(cr, from) {
-        Ok(c) => c,
-        Err(refusal) => return Ok(Err(refusal)),
-    };
+    let installed_cr = at_version(cr, from)?;
     let manual = cr.common().upgrade_strategy == Some(kubeflow_api::UpgradeStrategy::Manual);
     // The installed version's bundle in a cache of its own, dropped with
     // it: the operator's cache would otherwise hold both versions' parsed
     // bundles for the rest of its life after every upgrade.
     let once = BundleCache::default();
-    let installed = match render_with(&installed_cr, ctx, platform, &once, true).await? {
+    let installed = match render_with(&installed_cr, ctx, platform, &once, true).await {
         Ok(r) => r,
         // The installed version's bundle is gone (an operator that no longer
         // carries it): no plan can be made. Automatic goes on as before;
         // Manual cannot show what it would approve.
-        Err(refusal) if manual => {
-            return Ok(Err(Refusal::new(
+        Err(Failure::Refused(refusal)) if manual => {
+            return Err(Refusal::new(
                 Reason::InvalidSpec,
                 format!(
                     "upgradeStrategy Manual: no plan from {from} to {}: the installed version cannot be rendered ({})",
                     rendered.version, refusal.message
                 ),
-            )));
+            )
+            .into());
         }
         // Rendered without the overrides (one does not fit it): never
         // applied as such.
-        Err(refusal) if misfit.is_some() => return Ok(Err(refusal)),
-        Err(_) => return Ok(Ok((rendered, None))),
+        Err(Failure::Refused(refusal)) if misfit.is_some() => return Err(refusal.into()),
+        Err(Failure::Refused(_)) => return Ok((rendered, None)),
+        Err(e) => return Err(e),
     };
     let mut plan = crate::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
     plan.overrides_not_applicable.extend(misfit.clone());
@@ -234,7 +212,7 @@ async fn upgrade_gate<C: Component>(
             "the upgrade from {from} to {to} waits: {problem}; fix or remove that override \
              (it is never dropped silently), then the upgrade goes on"
         );
-        return Ok(Ok((installed, Some(message))));
+        return Ok((installed, Some(message)));
     }
     let stored = still_stored(ctx, &plan.crd_versions_removed).await?;
     if !stored.is_empty() {
@@ -244,9 +222,9 @@ async fn upgrade_gate<C: Component>(
              the CRD's status.storedVersions, then the upgrade goes on",
             stored.join(", ")
         );
-        return Ok(Ok((installed, Some(message))));
+        return Ok((installed, Some(message)));
     }
-    Ok(Ok((if awaiting { installed } else { rendered }, None)))
+    Ok((if awaiting { installed } else { rendered }, None))
 }
 
 /// Of the CRD versions an upgrade removes ("<crd> <version>"), those the
@@ -254,9 +232,9 @@ async fn upgrade_gate<C: Component>(
 async fn still_stored<C: Component>(
     ctx: &Context<C>,
     removed: &[String],
-) -> Result<Vec<String>, ReconcileError> {
+) -> Result<Vec<String>, Failure> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.tools.client.clone());
     let mut stored = Vec::new();
     for entry in removed {
         let Some((name, version)) = entry.split_once(' ') else {
@@ -265,7 +243,7 @@ async fn still_stored<C: Component>(
         let live = crds
             .get_opt(name)
             .await
-            .map_err(|e| ReconcileError::Api("read a CRD the upgrade changes", e))?;
+            .map_err(|e| Failure::api("read a CRD the upgrade changes", e))?;
         if live
             .and_then(|c| c.status)
             .and_then(|s| s.stored_versions)
@@ -302,59 +280,13 @@ fn awaiting_message(approved: Option<&str>, plan: &kubeflow_api::UpgradePlanStat
     )
 }
 
-/// Ends a reconcile that failed before the apply: Ready false at this
-/// generation with the error, Degraded once the same error repeats; the
-/// error goes back to the controller for its backoff.
-async fn failed_before_apply<C: Component>(
-    cr: &C::Resource,
-    ctx: &Context<C>,
-    old: &ComponentStatus,
-    status: ComponentStatus,
-    error: ReconcileError,
-) -> Result<Action, ReconcileError> {
-    let message = error.to_string();
-    let repeats = ctx.repeats(cr, &message);
-    let failure = Failure {
-        reason: Reason::ApiError,
-        message: &message,
-        repeats,
-    };
-    report_failure(cr, ctx, old, status, failure, error).await
-}
-
-/// A passing failure as the status tells it.
-struct Failure<'a> {
-    reason: conditions::Reason,
-    message: &'a str,
-    repeats: u32,
-}
-
-/// Writes a failed reconcile's verdict (Ready false at this generation,
-/// Degraded once it repeats), its Event when news, and the gauges; hands the
-/// error back to the controller for its backoff.
-async fn report_failure<C: Component>(
-    cr: &C::Resource,
-    ctx: &Context<C>,
-    old: &ComponentStatus,
-    mut status: ComponentStatus,
-    failure: Failure<'_>,
-    error: ReconcileError,
-) -> Result<Action, ReconcileError> {
-    crate::status::failed(failure.reason, failure.message, failure.repeats)
-        .apply(&mut status.conditions, cr.meta().generation);
-    announce_failure(cr, ctx, &old.conditions, &status.conditions, failure.reason).await;
-    write_status(cr, ctx, &status, serde_json::Map::new()).await?;
-    record_gauges(cr, ctx, &status, false);
-    Err(error)
-}
-
 /// Where the CR installs, what it points at, and its objects: the
-/// rendered objects, or why they cannot be (outer error: a passing failure).
+/// rendered objects, or why they cannot be.
 async fn render<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
     platform: Platform,
-) -> Result<Result<Rendered, Refusal>, ReconcileError> {
+) -> Result<Rendered, Failure> {
     render_with(cr, ctx, platform, &ctx.bundles, true).await
 }
 
@@ -366,71 +298,48 @@ async fn render_with<C: Component>(
     platform: Platform,
     bundles: &BundleCache,
     with_overrides: bool,
-) -> Result<Result<Rendered, Refusal>, ReconcileError> {
+) -> Result<Rendered, Failure> {
     let ns = cr.namespace().unwrap_or_default();
     // Outside the allowed namespaces nothing is read or written: a CR in a
     // tenant's namespace must not get a controller with cluster-wide rights.
     if !ctx.scope.allows(&ns) {
-        return Ok(Err(Refusal::new(
+        return Err(Refusal::new(
             Reason::NamespaceNotAllowed,
             ctx.scope.refusal(std::slice::from_ref(&ns)),
-        )));
+        )
+        .into());
     }
-    let inputs = match ctx.component.dereference(cr, &ctx.client).await {
-        Ok(i) => i,
-        Err(DereferenceError::Refused(refusal)) => return Ok(Err(refusal)),
-        Err(DereferenceError::Api(verb, e)) => return Err(ReconcileError::Api(verb, e)),
-    };
-    let render_ctx = RenderContext {
-        manifests_dir: &ctx.manifests_dir,
-        bundles,
-        namespace: &ns,
-        platform,
-    };
-    let mut rendered = match ctx.component.render(cr, &render_ctx, &inputs) {
-        Ok(r) => r,
-        Err(refusal) => return Ok(Err(refusal)),
-    };
+    let inputs = ctx.component.dereference(cr, &ctx.tools.client).await?;
+    let render_ctx = RenderContext::of(cr, &ctx.manifests_dir, bundles, platform);
+    let mut rendered = ctx.component.render(cr, &render_ctx, &inputs)?;
     // The user's patches, after the component's own settings and before the
     // digests are pinned (an image an override sets is pinned too): the
     // resource's own, then its ConfigMap's.
     if with_overrides {
-        if let Err(refusal) = crate::overrides::apply(
+        crate::overrides::apply(
             &mut rendered.objects,
             &cr.common().overrides,
             "spec.overrides",
             &rendered.version,
-        ) {
-            return Ok(Err(refusal));
-        }
+        )?;
         if let Some(name) = &cr.common().overrides_config_map {
-            let listed = match overrides_from_config_map(ctx, &ns, name).await? {
-                Ok(l) => l,
-                Err(refusal) => return Ok(Err(refusal)),
-            };
-            if let Err(refusal) = crate::overrides::apply(
+            let listed = overrides_from_config_map(ctx, &ns, name).await?;
+            crate::overrides::apply(
                 &mut rendered.objects,
                 &listed,
                 &format!("spec.overridesConfigMap {ns}/{name}: overrides"),
                 &rendered.version,
-            ) {
-                return Ok(Err(refusal));
-            }
+            )?;
         }
     }
-    if let Some(name) = &cr.common().image_digests
-        && let Err(refusal) = pin_digests(ctx, &ns, name, &mut rendered.objects).await?
-    {
-        return Ok(Err(refusal));
+    if let Some(name) = &cr.common().image_digests {
+        pin_digests(ctx, &ns, name, &mut rendered.objects).await?;
     }
     let outside = ctx.scope.outside(&rendered.objects);
     if !outside.is_empty() {
-        return Ok(Err(Refusal::new(
-            Reason::NamespaceNotAllowed,
-            ctx.scope.refusal(&outside),
-        )));
+        return Err(Refusal::new(Reason::NamespaceNotAllowed, ctx.scope.refusal(&outside)).into());
     }
-    Ok(Ok(rendered))
+    Ok(rendered)
 }
 
 /// The ConfigMap `name` a spec `field` names, in the CR's namespace:
@@ -440,28 +349,30 @@ async fn config_map<C: Component>(
     namespace: &str,
     name: &str,
     field: &str,
-) -> Result<Result<k8s_openapi::api::core::v1::ConfigMap, Refusal>, ReconcileError> {
+) -> Result<k8s_openapi::api::core::v1::ConfigMap, Failure> {
     if !crate::validate::is_dns_subdomain(name) {
-        return Ok(Err(Refusal::new(
+        return Err(Refusal::new(
             Reason::InvalidSpec,
             format!(
                 "{field}: {:?} is not a ConfigMap name (lowercase letters, digits, '-' and '.', at most 253)",
-                crate::conditions::bounded(name)
+                crate::conditions::truncate(name, 256)
             ),
-        )));
+        )
+        .into());
     }
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(ctx.client.clone(), namespace);
+        Api::namespaced(ctx.tools.client.clone(), namespace);
     match cms
         .get_opt(name)
         .await
-        .map_err(|e| ReconcileError::Api("read a ConfigMap the spec names", e))?
+        .map_err(|e| Failure::api("read a ConfigMap the spec names", e))?
     {
-        Some(cm) => Ok(Ok(cm)),
-        None => Ok(Err(Refusal::new(
+        Some(cm) => Ok(cm),
+        None => Err(Refusal::new(
             Reason::PrerequisiteMissing,
             format!("{field}: ConfigMap {namespace}/{name} does not exist"),
-        ))),
+        )
+        .into()),
     }
 }
 
@@ -471,24 +382,23 @@ async fn overrides_from_config_map<C: Component>(
     ctx: &Context<C>,
     namespace: &str,
     name: &str,
-) -> Result<Result<Vec<kubeflow_api::Override>, Refusal>, ReconcileError> {
+) -> Result<Vec<kubeflow_api::Override>, Failure> {
     let field = "spec.overridesConfigMap";
-    let cm = match config_map(ctx, namespace, name, field).await? {
-        Ok(cm) => cm,
-        Err(refusal) => return Ok(Err(refusal)),
-    };
+    let cm = config_map(ctx, namespace, name, field).await?;
     let Some(text) = cm.data.as_ref().and_then(|d| d.get("overrides")) else {
-        return Ok(Err(Refusal::new(
+        return Err(Refusal::new(
             Reason::InvalidSpec,
             format!("{field}: ConfigMap {namespace}/{name} has no key overrides"),
-        )));
+        )
+        .into());
     };
-    Ok(crate::overrides::parse(text).map_err(|e| {
+    crate::overrides::parse(text).map_err(|e| {
         Refusal::new(
             Reason::InvalidSpec,
             format!("{field}: ConfigMap {namespace}/{name} key overrides: {e}"),
         )
-    }))
+        .into()
+    })
 }
 
 /// Pins the rendered images by the digests of ConfigMap `name` (key
@@ -499,28 +409,22 @@ async fn pin_digests<C: Component>(
     namespace: &str,
     name: &str,
     objects: &mut [DynamicObject],
-) -> Result<Result<(), Refusal>, ReconcileError> {
+) -> Result<(), Failure> {
     let field = "spec.imageDigests";
-    let cm = match config_map(ctx, namespace, name, field).await? {
-        Ok(cm) => cm,
-        Err(refusal) => return Ok(Err(refusal)),
-    };
+    let cm = config_map(ctx, namespace, name, field).await?;
     let text = cm
         .data
         .as_ref()
         .and_then(|d| d.get("digests"))
         .cloned()
         .unwrap_or_default();
-    let digests = match crate::images::parse_digests(&text) {
-        Ok(d) => d,
-        Err(e) => {
-            return Ok(Err(Refusal::new(
-                Reason::InvalidSpec,
-                format!("{field}: ConfigMap {namespace}/{name} key digests, {e}"),
-            )));
-        }
-    };
-    Ok(crate::images::pin(objects, &digests).map_err(|missing| {
+    let digests = crate::images::parse_digests(&text).map_err(|e| {
+        Refusal::new(
+            Reason::InvalidSpec,
+            format!("{field}: ConfigMap {namespace}/{name} key digests, {e}"),
+        )
+    })?;
+    crate::images::pin(objects, &digests).map_err(|missing| {
         Refusal::new(
             Reason::ImageDigestMissing,
             format!(
@@ -528,30 +432,17 @@ async fn pin_digests<C: Component>(
                 missing.join(", ")
             ),
         )
-    }))
+        .into()
+    })
 }
 
-/// What the apply step came to.
-enum Applied {
-    Done(ApplyOutcome),
-    /// The input's fault: a person must act.
-    Refused(Refusal),
-    /// A passing failure, with what to show while it is retried: the
-    /// reason, the message, and how often in a row it came.
-    Failed {
-        error: ApplyError,
-        reason: conditions::Reason,
-        message: String,
-        repeats: u32,
-    },
-}
-
+/// Applies the rendered objects as the CR's inventory.
 async fn apply_rendered<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
     objects: Vec<DynamicObject>,
     version: &str,
-) -> Applied {
+) -> Result<ApplyOutcome, Failure> {
     let inv = inventory_of(cr);
     let parent_resource = ApiResource::erase::<C::Resource>(&());
     let empty = BTreeMap::new();
@@ -567,46 +458,12 @@ async fn apply_rendered<C: Component>(
         retain: &retain,
         delete_crds: cr.common().crd_policy == Some(CrdPolicy::Delete),
     };
-    match ctx.engine.apply(request).await {
-        Ok(o) => Applied::Done(o),
-        Err(e) if e.is_refusal() => {
-            let r = if matches!(e, ApplyError::Conflict { .. }) {
-                Reason::OwnershipConflict
-            } else {
-                Reason::InvalidSpec
-            };
-            Applied::Refused(Refusal::new(r, e.to_string()))
-        }
-        Err(e) => {
-            // Never green while the apply fails: Ready false at this
-            // generation with the API's message; Degraded once the same
-            // failure repeats (a missing permission at once: a person must
-            // grant it). The retries go on, so a fix takes effect by itself.
-            let (r, message, repeats) = if e.is_permission_denied() {
-                let message = format!("the operator's RBAC does not allow this: {e}");
-                (
-                    Reason::PermissionDenied,
-                    message,
-                    crate::status::REPEATS_BEFORE_DEGRADED,
-                )
-            } else {
-                let message = e.to_string();
-                let repeats = ctx.repeats(cr, &message);
-                (Reason::ApiError, message, repeats)
-            };
-            Applied::Failed {
-                error: e,
-                reason: r,
-                message,
-                repeats,
-            }
-        }
-    }
+    Ok(ctx.engine.apply(request).await?)
 }
 
 /// What the apply repaired: a missing or changed object at a generation
-/// already reconciled is drift (counted and logged); a recreated object gets
-/// an Event.
+/// already reconciled is drift (counted and logged, and an Event about each
+/// object); a recreated object gets an Event.
 async fn report_repairs<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
@@ -615,20 +472,41 @@ async fn report_repairs<C: Component>(
     outcome: &ApplyOutcome,
 ) {
     let on = cr.object_ref(&());
+    let about = |what: &crate::apply::ObjectKey| {
+        outcome
+            .live
+            .iter()
+            .find(|o| crate::apply::ObjectKey::of(o) == *what)
+            .map(events::reference)
+    };
     if old.observed_generation == cr.meta().generation && old.version.as_deref() == Some(version) {
-        let mut repaired = Vec::new();
-        for what in outcome.created.iter().chain(&outcome.drifted) {
-            ctx.metrics
+        let repaired: Vec<_> = outcome.created.iter().chain(&outcome.drifted).collect();
+        for what in &repaired {
+            ctx.tools
+                .metrics
                 .drift_repairs_total
-                .with_label_values(&[&ctx.name, what.kind()])
+                .with_label_values(&[&ctx.tools.name, what.kind()])
                 .inc();
-            let why = outcome.why.get(what).map_or("missing", String::as_str);
+            let why = outcome.why.get(*what).map_or("missing", String::as_str);
             tracing::info!(object = %what, why, "repaired drift");
-            repaired.push(format!("{what} ({why})"));
         }
-        if !repaired.is_empty() {
-            let note = format!("put back: {}", events::listing(&repaired));
-            events::publish(&ctx.recorder, &on, false, "DriftRepaired", "Apply", note).await;
+        // One Event per object (the API merges Events of one reason about
+        // one object: a single Event would count every repair under the
+        // first object's note); a mass repair names the rest in one more.
+        for what in repaired.iter().take(events::OBJECTS_TOLD) {
+            let why = outcome.why.get(*what).map_or("missing", String::as_str);
+            let note = format!("put back {what} ({why})");
+            ctx.tools
+                .tell(&on, Notice::DriftRepaired, about(what), note)
+                .await;
+        }
+        if repaired.len() > events::OBJECTS_TOLD {
+            let rest: Vec<String> = repaired[events::OBJECTS_TOLD..]
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let note = format!("also put back: {}", events::listing(&rest));
+            ctx.tools.tell(&on, Notice::DriftRepaired, None, note).await;
         }
     }
     if !outcome.pruned.is_empty() {
@@ -637,18 +515,21 @@ async fn report_repairs<C: Component>(
             "deleted what the desired state no longer has: {}",
             events::listing(&pruned)
         );
-        events::publish(&ctx.recorder, &on, false, "Pruned", "Prune", note).await;
+        ctx.tools.tell(&on, Notice::Pruned, None, note).await;
     }
     for what in &outcome.recreated {
         // The why names the API server's refusal: what made it necessary.
         let why = outcome.why.get(what).map_or("recreated", String::as_str);
         let note = format!("{what}: {why}");
-        events::publish(&ctx.recorder, &on, true, "ObjectRecreated", "Apply", note).await;
+        ctx.tools
+            .tell(&on, Notice::ObjectRecreated, about(what), note)
+            .await;
     }
     if !outcome.written.is_empty() {
-        ctx.metrics
+        ctx.tools
+            .metrics
             .apply_writes_total
-            .with_label_values(&[&ctx.name])
+            .with_label_values(&[&ctx.tools.name])
             .inc_by(outcome.written.len() as u64);
         tracing::info!(
             written = outcome.written.len(),
@@ -658,31 +539,10 @@ async fn report_repairs<C: Component>(
     }
 }
 
-/// Events for a failed apply, when the verdict is news: a missing
-/// permission at once (a person must grant it), a passing API failure once
-/// it has repeated enough to mark the CR Degraded.
-async fn announce_failure<C: Component>(
-    cr: &C::Resource,
-    ctx: &Context<C>,
-    before: &[Condition],
-    after: &[Condition],
-    reason: conditions::Reason,
-) {
-    let permission = reason == Reason::PermissionDenied
-        && events::condition_changed(before, after, conditions::READY);
-    if permission || events::became_true(before, after, conditions::DEGRADED) {
-        let note = conditions::get(after, conditions::READY)
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        let on = cr.object_ref(&());
-        events::publish(&ctx.recorder, &on, true, reason.as_str(), "Apply", note).await;
-    }
-}
-
 /// Events for an apply that went through: an upgrade begun (the applied
 /// version differs from the one reported before), and readiness reached
 /// (an install, an upgrade or a recovery finished).
-async fn announce_progress<C: Component>(
+pub(super) async fn announce_progress<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
     old: &ComponentStatus,
@@ -694,7 +554,7 @@ async fn announce_progress<C: Component>(
         && from != version
     {
         let note = format!("moving from {from} to {version}");
-        events::publish(&ctx.recorder, &on, false, "Upgrading", "Upgrade", note).await;
+        ctx.tools.tell(&on, Notice::Upgrading, None, note).await;
     }
     // An object held as it is: told once, when it makes the CR Degraded.
     if events::became_true(&old.conditions, &new.conditions, conditions::DEGRADED)
@@ -702,13 +562,15 @@ async fn announce_progress<C: Component>(
         && degraded.reason == Reason::LiveStateRefused.as_str()
     {
         let note = degraded.message.clone();
-        events::publish(&ctx.recorder, &on, true, "LiveStateRefused", "Apply", note).await;
+        ctx.tools
+            .tell(&on, Notice::LiveStateRefused, None, note)
+            .await;
     }
     if events::became_true(&old.conditions, &new.conditions, conditions::READY) {
         let note = format!(
             "{version} is ready ({} objects)",
             new.managed_objects.unwrap_or(0)
         );
-        events::publish(&ctx.recorder, &on, false, "Ready", "Reconcile", note).await;
+        ctx.tools.tell(&on, Notice::Ready, None, note).await;
     }
 }

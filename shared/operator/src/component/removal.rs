@@ -1,7 +1,22 @@
 //! What leaves the component: objects a prune released (kept with their
 //! data, reported in the status), and the cleanup its finalizer runs.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use kube::Resource;
+use kube::api::DynamicObject;
+use kubeflow_api::{ComponentResource, CrdPolicy, ReleasedObject};
+
+use super::Component;
+use super::controller::Context;
+use super::reconcile::inventory_of;
+use crate::apply::ApplyOutcome;
+use crate::cleanup;
+use crate::controller::Failure;
+use crate::events;
+use crate::inventory;
+use crate::kinds::kind;
+use crate::labels;
 
 /// The status list of released objects: the earlier entries whose objects
 /// still exist and are not managed again, and those this apply released
@@ -11,7 +26,7 @@ pub(super) async fn released<C: Component>(
     ctx: &Context<C>,
     earlier: &[ReleasedObject],
     outcome: &ApplyOutcome,
-) -> Result<Vec<ReleasedObject>, ReconcileError> {
+) -> Result<Vec<ReleasedObject>, Failure> {
     let managed: BTreeSet<(String, String, String)> = outcome
         .live
         .iter()
@@ -33,15 +48,10 @@ pub(super) async fn released<C: Component>(
     for r in &outcome.released {
         tracing::warn!(kind = %r.group_kind, namespace = %r.namespace, name = %r.name, message = %r.message, "kept and released an object the new state no longer has");
         let note = format!("{} {}/{}: {}", r.group_kind, r.namespace, r.name, r.message);
-        crate::events::publish(
-            &ctx.recorder,
-            &cr.object_ref(&()),
-            true,
-            "ObjectReleased",
-            "Prune",
-            note,
-        )
-        .await;
+        let on = cr.object_ref(&());
+        ctx.tools
+            .tell(&on, events::Notice::ObjectReleased, None, note)
+            .await;
         out.retain(|o: &ReleasedObject| {
             !(o.kind == r.group_kind && o.namespace == r.namespace && o.name == r.name)
         });
@@ -58,12 +68,12 @@ pub(super) async fn released<C: Component>(
 pub(super) async fn cleanup_component<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
-) -> Result<Action, ReconcileError> {
+) -> Result<(), Failure> {
     let extra = ctx
         .component
-        .cleanup_run_time_objects(cr, &ctx.client)
+        .cleanup_run_time_objects(cr, &ctx.tools.client)
         .await
-        .map_err(|e| ReconcileError::Api("delete objects made at run time", e))?;
+        .map_err(|e| Failure::api("delete objects made at run time", e))?;
     if !extra.is_empty() {
         tracing::info!(deleted = ?extra, "removed objects the component made at run time");
     }
@@ -84,7 +94,10 @@ pub(super) async fn cleanup_component<C: Component>(
         tracing::info!(deleted = outcome.deleted.len(), "cleanup deleted objects");
     }
     if !outcome.done() {
-        return Err(ReconcileError::CleanupPending(outcome.remaining.join(", ")));
+        return Err(Failure::Waiting(format!(
+            "{} to be deleted",
+            outcome.remaining.join(", ")
+        )));
     }
     if !outcome.retained.is_empty() {
         tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
@@ -93,26 +106,10 @@ pub(super) async fn cleanup_component<C: Component>(
             "kept on removal: {} (CRDs hold users' objects: crdPolicy Delete removes them once none is left; volumes hold data)",
             crate::events::listing(&kept)
         );
-        crate::events::publish(
-            &ctx.recorder,
-            &cr.object_ref(&()),
-            false,
-            "Retained",
-            "Cleanup",
-            note,
-        )
-        .await;
+        let on = cr.object_ref(&());
+        ctx.tools
+            .tell(&on, events::Notice::Retained, None, note)
+            .await;
     }
-    let (ns, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
-    ctx.metrics.forget_component(&ComponentRef {
-        controller: &ctx.name,
-        kind: &C::Resource::kind(&()),
-        namespace: &ns,
-        name: &name,
-    });
-    let _ = ctx
-        .metrics
-        .managed_objects
-        .remove_label_values(&[&ctx.name, &ns, &name]);
-    Ok(Action::await_change())
+    Ok(())
 }

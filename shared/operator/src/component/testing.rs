@@ -1,7 +1,16 @@
 //! Helpers for the operators' own tests: whether the chart's generated role
 //! covers what a render needs, for every bundle version and platform.
 
-use super::*;
+use kube::Resource;
+use kube::api::DynamicObject;
+use kubeflow_api::Platform;
+use serde_json::Value;
+
+use std::path::PathBuf;
+
+use super::{Component, Refusal, RenderContext, Rendered, rules_of};
+use crate::bundle::BundleCache;
+use crate::rbac;
 
 /// What rendering the component for each of `specs` (the CR's `spec`), on
 /// plain Kubernetes and on OpenShift, would need beyond the operator's own
@@ -32,12 +41,7 @@ pub fn permission_gaps<C: Component>(
             }
         };
         for platform in [Platform::Kubernetes, Platform::OpenShift] {
-            let ctx = RenderContext {
-                manifests_dir,
-                bundles: &bundles,
-                namespace: "kubeflow",
-                platform,
-            };
+            let ctx = RenderContext::of(&cr, manifests_dir, &bundles, platform);
             match component.render(&cr, &ctx, &C::Inputs::default()) {
                 Ok(r) => out.extend(
                     rbac::missing(&rules, &r.objects)
@@ -100,12 +104,7 @@ pub fn render_spec<C: Component>(
     .map_err(|e| Refusal::new(crate::conditions::Reason::InvalidSpec, e.to_string()))?;
     let dir = manifests_dir();
     let bundles = BundleCache::default();
-    let ctx = RenderContext {
-        manifests_dir: &dir,
-        bundles: &bundles,
-        namespace: "kubeflow",
-        platform: Platform::Kubernetes,
-    };
+    let ctx = RenderContext::of(&cr, &dir, &bundles, Platform::Kubernetes);
     component.render(&cr, &ctx, inputs)
 }
 

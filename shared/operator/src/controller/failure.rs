@@ -1,0 +1,93 @@
+//! How a reconcile that did not reach its goal ended, classified once for
+//! every controller: refused (a person must act), waiting (on something
+//! that will happen by itself), or a transient failure (retried with
+//! backoff, Degraded once it repeats).
+
+use std::time::Duration;
+
+use crate::apply::ApplyError;
+use crate::conditions::Reason;
+use crate::refusal::Refusal;
+
+/// How long a refused CR waits before it is looked at again without a
+/// change: what a person does to fix it (create the missing Secret) may be
+/// nothing a watch sees.
+pub const REFUSED_REQUEUE: Duration = Duration::from_secs(30);
+
+/// How soon a wait (a cleanup's objects going) is looked at again.
+pub const WAITING_REQUEUE: Duration = Duration::from_millis(500);
+
+/// Why a reconcile did not reach its goal.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Failure {
+    /// The input's fault: a Degraded condition, an Event once, nothing
+    /// applied; looked at again on a change (or after [`REFUSED_REQUEUE`]).
+    #[error("{0}")]
+    Refused(Refusal),
+    /// Waiting for something outside the operator (objects being deleted,
+    /// someone else's finalizer): not an error, looked at again soon.
+    #[error("waiting for {0}")]
+    Waiting(String),
+    /// A passing failure: Ready false, retried with backoff, Degraded once
+    /// the same message repeats (a missing permission at once).
+    #[error("{message}")]
+    Transient {
+        /// The condition's reason.
+        reason: Reason,
+        /// What failed, for the status and the log.
+        message: String,
+    },
+}
+
+impl Failure {
+    /// A failed API request, named by what it was for.
+    pub fn api(what: &str, e: kube::Error) -> Self {
+        Failure::Transient {
+            reason: Reason::ApiError,
+            message: crate::conditions::bounded(&format!("failed to {what}: {e}")),
+        }
+    }
+
+    /// The label of `kubeflow_reconcile_errors_total`.
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            Failure::Refused(r) => r.reason.as_str(),
+            Failure::Waiting(_) => "Waiting",
+            Failure::Transient { reason, .. } => reason.as_str(),
+        }
+    }
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure::Refused(r)
+    }
+}
+
+impl From<ApplyError> for Failure {
+    /// The apply engine's errors: what the input caused is refused (a
+    /// conflict of ownership, an invalid object), a missing permission
+    /// names the operator's RBAC, the rest is passing.
+    fn from(e: ApplyError) -> Self {
+        if e.is_refusal() {
+            let reason = if matches!(e, ApplyError::Conflict { .. }) {
+                Reason::OwnershipConflict
+            } else {
+                Reason::InvalidSpec
+            };
+            return Failure::Refused(Refusal::new(reason, e.to_string()));
+        }
+        if e.is_permission_denied() {
+            return Failure::Transient {
+                reason: Reason::PermissionDenied,
+                message: crate::conditions::bounded(&format!(
+                    "the operator's RBAC does not allow this: {e}"
+                )),
+            };
+        }
+        Failure::Transient {
+            reason: Reason::ApiError,
+            message: crate::conditions::bounded(&e.to_string()),
+        }
+    }
+}

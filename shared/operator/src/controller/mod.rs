@@ -1,0 +1,456 @@
+//! One controller skeleton for every operator, the meta-operator's and each
+//! component's: a [`Reconciler`] says what a reconcile and a cleanup do;
+//! this module owns the rest, the same for all of them:
+//!
+//! - the finalizer around each reconcile;
+//! - a tracing span naming the CR on every log line of a reconcile;
+//! - the reconcile timer and counters;
+//! - one classification of what went wrong ([`Failure`]): refused (a
+//!   condition, an Event once, wait for a change), waiting (requeued soon,
+//!   not an error) or transient (counted, backed off, Degraded once it
+//!   repeats);
+//! - per-CR memory keyed by object reference, cleared when the CR is gone;
+//! - the typed status, compared without clock noise and written by
+//!   server-side apply to `/status` only when it changed.
+
+mod failure;
+#[cfg(test)]
+mod tests;
+
+pub use failure::{Failure, REFUSED_REQUEUE, WAITING_REQUEUE};
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource, ResourceExt};
+use kubeflow_api::{ObjectStatus, Reported};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::conditions::{self, READY, Reason};
+use crate::events::{self, Notice};
+use crate::retry::Memory;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::ComponentRef;
+
+/// What every reconciler uses to talk to the cluster and report.
+#[derive(Clone)]
+pub struct Tools {
+    /// API client.
+    pub client: Client,
+    /// Publishes Events as the operator (and its pod).
+    pub recorder: Recorder,
+    /// The process's metrics.
+    pub metrics: Metrics,
+    /// The operator's name: field manager, metrics label, Event reporter.
+    pub name: String,
+}
+
+impl Tools {
+    /// The tools of operator `name`.
+    pub fn new(client: Client, metrics: Metrics, name: &str) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: name.to_string(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Tools {
+            client,
+            recorder,
+            metrics,
+            name: name.to_string(),
+        }
+    }
+
+    /// One Event on `on`, about `about` when it concerns one object.
+    pub async fn tell(
+        &self,
+        on: &ObjectReference,
+        notice: Notice,
+        about: Option<ObjectReference>,
+        note: String,
+    ) {
+        events::publish(&self.recorder, on, notice, about, note).await;
+    }
+}
+
+/// A CR kind's typed status.
+pub type StatusOf<R> = <<R as Reconciler>::Resource as Reported>::Status;
+
+/// What one controller does; [`run`] does the rest.
+#[async_trait::async_trait]
+pub trait Reconciler: Send + Sync + 'static {
+    /// The CR kind.
+    type Resource: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Reported
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static;
+
+    /// The finalizer the CR carries while the reconciler has something to
+    /// clean up.
+    const FINALIZER: &'static str;
+
+    /// Client, Event recorder, metrics and name.
+    fn tools(&self) -> &Tools;
+
+    /// Brings the cluster to the CR's spec and fills in `status` (it starts
+    /// as the CR's, at the current generation); returns when to look again
+    /// with nothing changed.
+    async fn apply(
+        &self,
+        cr: &Self::Resource,
+        status: &mut StatusOf<Self>,
+    ) -> Result<Duration, Failure>;
+
+    /// Removes what the CR installed; `Err(Failure::Waiting)` while
+    /// something still has to go (the status then says what).
+    async fn cleanup(
+        &self,
+        cr: &Self::Resource,
+        status: &mut StatusOf<Self>,
+    ) -> Result<(), Failure>;
+
+    /// Events for what the status says moved (an upgrade begun, readiness
+    /// reached), after an apply went through.
+    async fn announce(&self, _cr: &Self::Resource, _old: &StatusOf<Self>, _new: &StatusOf<Self>) {}
+
+    /// Gauges of the reconciler's own beside Ready and the version.
+    fn record(&self, _cr: &Self::Resource, _status: &StatusOf<Self>) {}
+
+    /// The CR is gone: drop whatever the reconciler keeps of it.
+    fn forget(&self, _cr: &ObjectRef<Self::Resource>) {}
+
+    /// Whether Events may be written in the CR's namespace.
+    fn may_publish(&self, _cr: &Self::Resource) -> bool {
+        true
+    }
+}
+
+/// A reconciler with what the skeleton remembers of each CR.
+pub struct Skeleton<R: Reconciler> {
+    reconciler: R,
+    memory: Memory<ObjectRef<R::Resource>>,
+}
+
+impl<R: Reconciler> Skeleton<R> {
+    /// The skeleton around `reconciler`.
+    pub fn new(reconciler: R) -> Self {
+        Skeleton {
+            reconciler,
+            memory: Memory::default(),
+        }
+    }
+
+    /// The reconciler.
+    pub fn reconciler(&self) -> &R {
+        &self.reconciler
+    }
+
+    /// How many CRs something is remembered of (for tests: it must fall
+    /// back to zero when they are deleted).
+    pub fn remembered(&self) -> usize {
+        self.memory.len()
+    }
+
+    fn tools(&self) -> &Tools {
+        self.reconciler.tools()
+    }
+
+    fn gauge_ref<'a>(&'a self, kind: &'a str, cr: &'a R::Resource) -> ComponentRef<'a> {
+        ComponentRef {
+            controller: &self.tools().name,
+            kind,
+            namespace: cr.meta().namespace.as_deref().unwrap_or_default(),
+            name: cr.meta().name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    fn count(&self, result: &str) {
+        self.tools()
+            .metrics
+            .reconcile_total
+            .with_label_values(&[&self.tools().name, result])
+            .inc();
+    }
+
+    /// One reconcile under the finalizer.
+    pub async fn reconcile(&self, cr: Arc<R::Resource>) -> Result<Action, Failure> {
+        let started = Instant::now();
+        let ns = cr.namespace().unwrap_or_default();
+        let api: Api<R::Resource> = Api::namespaced(self.tools().client.clone(), &ns);
+        // Every line logged during the reconcile names the CR (several CRs
+        // of one kind can be reconciled at once).
+        let span = tracing::info_span!(
+            "reconcile",
+            kind = %R::Resource::kind(&()),
+            object = %format!("{ns}/{}", cr.name_any())
+        );
+        let result = tracing::Instrument::instrument(
+            async {
+                finalizer(&api, R::FINALIZER, cr, |event| async {
+                    match event {
+                        FinalizerEvent::Apply(cr) => self.apply(&cr).await,
+                        FinalizerEvent::Cleanup(cr) => self.cleanup(&cr).await,
+                    }
+                })
+                .await
+                .map_err(|e| match e {
+                    FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
+                    FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e) => {
+                        self.count("error");
+                        Failure::api("update the finalizer", e)
+                    }
+                    other => {
+                        self.count("error");
+                        Failure::Transient {
+                            reason: Reason::ApiError,
+                            message: format!("the finalizer cannot run: {other}"),
+                        }
+                    }
+                })
+            },
+            span,
+        )
+        .await;
+        self.tools()
+            .metrics
+            .reconcile_time_seconds
+            .with_label_values(&[&self.tools().name])
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    async fn apply(&self, cr: &R::Resource) -> Result<Action, Failure> {
+        let key = ObjectRef::from_obj(cr);
+        let old = cr.reported().cloned().unwrap_or_default();
+        let mut status = old.clone();
+        *status.observed_generation_mut() = cr.meta().generation;
+        match self.reconciler.apply(cr, &mut status).await {
+            Ok(requeue) => {
+                self.memory.reset(&key);
+                self.memory.forget_refusal(&key);
+                self.write(cr, &status).await?;
+                self.reconciler.announce(cr, &old, &status).await;
+                self.gauges(cr, &status);
+                self.count("success");
+                Ok(Action::requeue(requeue))
+            }
+            Err(Failure::Refused(refusal)) => {
+                self.refuse(cr, &key, &old, status, &refusal).await?;
+                self.count("refused");
+                Ok(Action::requeue(REFUSED_REQUEUE))
+            }
+            Err(Failure::Waiting(what)) => {
+                tracing::info!(waiting_for = %what, "waiting");
+                self.write(cr, &status).await?;
+                self.gauges(cr, &status);
+                self.count("waiting");
+                Ok(Action::requeue(WAITING_REQUEUE))
+            }
+            Err(Failure::Transient { reason, message }) => {
+                self.fail(cr, &key, &old, status, reason, &message).await;
+                self.count("error");
+                Err(Failure::Transient { reason, message })
+            }
+        }
+    }
+
+    async fn cleanup(&self, cr: &R::Resource) -> Result<Action, Failure> {
+        let key = ObjectRef::from_obj(cr);
+        let mut status = cr.reported().cloned().unwrap_or_default();
+        match self.reconciler.cleanup(cr, &mut status).await {
+            Ok(()) => {
+                // Removed: nothing of the CR is remembered any more.
+                self.memory.forget(&key);
+                self.reconciler.forget(&key);
+                let kind = R::Resource::kind(&());
+                self.tools()
+                    .metrics
+                    .forget_component(&self.gauge_ref(&kind, cr));
+                self.count("success");
+                Ok(Action::await_change())
+            }
+            Err(Failure::Waiting(what)) => {
+                // The status says what the removal waits for (a person may
+                // have to remove someone else's finalizer).
+                tracing::info!(waiting_for = %what, "cleanup in progress");
+                conditions::set(
+                    status.conditions_mut(),
+                    READY,
+                    false,
+                    Reason::Deleting,
+                    &format!("waiting for {what}"),
+                    cr.meta().generation,
+                );
+                self.write(cr, &status).await?;
+                self.count("waiting");
+                Ok(Action::requeue(WAITING_REQUEUE))
+            }
+            Err(e) => {
+                self.count("error");
+                Err(e)
+            }
+        }
+    }
+
+    /// A refusal: Degraded at this generation, an Event when it is news,
+    /// the backoff ended (a person must act; retrying changes nothing).
+    async fn refuse(
+        &self,
+        cr: &R::Resource,
+        key: &ObjectRef<R::Resource>,
+        old: &StatusOf<R>,
+        mut status: StatusOf<R>,
+        refusal: &crate::refusal::Refusal,
+    ) -> Result<(), Failure> {
+        tracing::warn!(reason = %refusal.reason, message = %refusal.message, "refused");
+        self.tools()
+            .metrics
+            .reconcile_errors_total
+            .with_label_values(&[&self.tools().name, refusal.reason.as_str()])
+            .inc();
+        crate::status::refused(refusal.reason, &refusal.message)
+            .apply(status.conditions_mut(), cr.meta().generation);
+        // Told once per new refusal: the CR's status alone cannot say so (a
+        // reconcile that runs before the watch brings back the status just
+        // written sees the old condition).
+        if self.reconciler.may_publish(cr)
+            && events::condition_changed(old.conditions(), status.conditions(), READY)
+            && self.memory.refusal_is_news(key, &refusal.to_string())
+        {
+            let on = cr.object_ref(&());
+            let notice = Notice::Refused(refusal.reason);
+            self.tools()
+                .tell(&on, notice, None, refusal.message.clone())
+                .await;
+        }
+        self.memory.reset(key);
+        self.write(cr, &status).await?;
+        self.gauges(cr, &status);
+        Ok(())
+    }
+
+    /// A transient failure: Ready false at this generation, Degraded once
+    /// the same message repeats (a missing permission at once: a person must
+    /// grant it), an Event when either is news. The status write is best
+    /// effort: the failure goes back to the controller for its backoff.
+    async fn fail(
+        &self,
+        cr: &R::Resource,
+        key: &ObjectRef<R::Resource>,
+        old: &StatusOf<R>,
+        mut status: StatusOf<R>,
+        reason: Reason,
+        message: &str,
+    ) {
+        let repeats = if reason == Reason::PermissionDenied {
+            crate::status::REPEATS_BEFORE_DEGRADED
+        } else {
+            self.memory.repeats(key, message)
+        };
+        // Tried again and failed otherwise: an earlier refusal is over.
+        self.memory.forget_refusal(key);
+        crate::status::failed(reason, message, repeats)
+            .apply(status.conditions_mut(), cr.meta().generation);
+        let permission = reason == Reason::PermissionDenied
+            && events::condition_changed(old.conditions(), status.conditions(), READY);
+        if self.reconciler.may_publish(cr)
+            && (permission
+                || events::became_true(old.conditions(), status.conditions(), conditions::DEGRADED))
+        {
+            let on = cr.object_ref(&());
+            let note = message.to_string();
+            self.tools()
+                .tell(&on, Notice::Failed(reason), None, note)
+                .await;
+        }
+        if let Err(e) = self.write(cr, &status).await {
+            tracing::warn!(error = %e, "could not write the failure into the status");
+        }
+        self.gauges(cr, &status);
+    }
+
+    /// Writes the status when it says something new.
+    async fn write(&self, cr: &R::Resource, status: &StatusOf<R>) -> Result<(), Failure> {
+        let api: Api<R::Resource> = Api::namespaced(
+            self.tools().client.clone(),
+            &cr.namespace().unwrap_or_default(),
+        );
+        crate::status::write_if_changed(&api, cr, status, &self.tools().name)
+            .await
+            .map_err(|e| Failure::api("write the status", e))?;
+        Ok(())
+    }
+
+    fn gauges(&self, cr: &R::Resource, status: &StatusOf<R>) {
+        let ready = conditions::get(status.conditions(), READY).is_some_and(|c| c.status == "True");
+        let kind = R::Resource::kind(&());
+        self.tools().metrics.record_component(
+            &self.gauge_ref(&kind, cr),
+            ready,
+            status.version(),
+            status.conditions(),
+        );
+        self.reconciler.record(cr, status);
+    }
+
+    /// Counts a failure for the backoff: the delay before the next try.
+    pub fn error_policy(&self, cr: &R::Resource, failure: &Failure) -> Action {
+        self.tools()
+            .metrics
+            .reconcile_errors_total
+            .with_label_values(&[&self.tools().name, failure.metric_reason()])
+            .inc();
+        let n = self.memory.record(&ObjectRef::from_obj(cr));
+        tracing::warn!(
+            kind = %R::Resource::kind(&()),
+            object = %format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any()),
+            error = %failure,
+            attempt = n,
+            "reconcile failed; retrying"
+        );
+        Action::requeue(crate::retry::delay(n))
+    }
+}
+
+/// Runs `controller` (its watches set up by the caller) with the skeleton
+/// around `reconciler` until SIGTERM or loss of leadership, then gives the
+/// Lease up.
+pub async fn run<R: Reconciler>(
+    reconciler: R,
+    controller: Controller<R::Resource>,
+    rt: crate::runner::Runtime,
+) {
+    let skeleton = Arc::new(Skeleton::new(reconciler));
+    crate::runner::mark_ready_when_listable(
+        Api::<R::Resource>::all(rt.client.clone()),
+        rt.probe.clone(),
+    );
+    tracing::info!(operator = %rt.name, "starting controller");
+    controller
+        .graceful_shutdown_on(rt.shutdown())
+        .run(
+            |cr, s: Arc<Skeleton<R>>| async move { s.reconcile(cr).await },
+            |cr, failure, s| s.error_policy(&cr, failure),
+            skeleton,
+        )
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    rt.release().await;
+}
