@@ -6,7 +6,9 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kubeflow_operator::api::components::pipelines::VolumePolicy;
 use kubeflow_operator::api::{Pipelines, Platform};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{Component, DereferenceError, Refusal, RenderContext, Rendered};
+use kubeflow_operator::component::{
+    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered,
+};
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DeleteParams, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};
@@ -38,6 +40,23 @@ impl Component for PipelinesComponent {
         // removed on deletion with the cache deployer's own rules, which the
         // operator holds to grant them: no rule of its own for it.
         Permissions::bundles(&["pipelines"]).openshift_scc(&[SCC])
+    }
+
+    fn references(cr: &Pipelines) -> Vec<Reference> {
+        let mut out = Vec::new();
+        if let Some(db) = cr.spec.database.as_ref().and_then(|d| d.external.as_ref()) {
+            out.push(Reference::Secret(db.credentials_secret.clone()));
+        }
+        if let Some(s) = cr
+            .spec
+            .object_store
+            .as_ref()
+            .and_then(|s| s.external.as_ref())
+        {
+            out.push(Reference::Secret(s.access_key.name.clone()));
+            out.push(Reference::Secret(s.secret_key.name.clone()));
+        }
+        out
     }
 
     async fn dereference(&self, cr: &Pipelines, client: &Client) -> Result<(), DereferenceError> {

@@ -14,7 +14,7 @@ use kubeflow_api::{ComponentResource, Platform};
 
 use super::reconcile::apply;
 use super::removal::cleanup_component;
-use super::{Component, ComponentArgs, FINALIZER, operator_name};
+use super::{Component, ComponentArgs, FINALIZER, Reference, operator_name, references_of};
 use crate::apply::Engine;
 use crate::bundle::BundleCache;
 use crate::controller::{Failure, Reconciler, StatusOf, Tools};
@@ -96,6 +96,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     let name = operator_name::<C::Resource>();
     let rt = runner::start(&name, &args.run).await?;
     let watched = watchable(&component, &args.manifests_dir);
+    let watched_kinds = watched.clone();
     let scope = NamespaceScope::only(&args.allowed_namespaces);
     match scope.namespaces() {
         Some(n) => tracing::info!(namespaces = ?n, "installing only into the allowed namespaces"),
@@ -148,8 +149,90 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
             resource,
         );
     }
+    let controller = watch_references::<C>(controller, &rt.client, &scope, &watched_kinds);
     crate::controller::run(context, controller, rt).await;
     Ok(())
+}
+
+/// Watches (their metadata only) the ConfigMaps and Secrets of the allowed
+/// namespaces, each event reconciling the CRs that name the object: a
+/// digest map edited, an overrides map fixed or a credentials Secret
+/// created takes effect at once, not at the next requeue. Only kinds the
+/// operator's role lets it watch (its bundles hold them).
+fn watch_references<C: Component>(
+    mut controller: Controller<C::Resource>,
+    client: &kube::Client,
+    scope: &NamespaceScope,
+    watched: &[crate::watches::Watched],
+) -> Controller<C::Resource> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::core::PartialObjectMeta;
+    let may_watch = |kind: &str| {
+        watched
+            .iter()
+            .any(|w| w.resource.group.is_empty() && w.resource.kind == kind)
+    };
+    let namespaces: Vec<Option<String>> = match scope.namespaces() {
+        Some(n) => n.iter().cloned().map(Some).collect(),
+        None => vec![None],
+    };
+    for ns in namespaces {
+        let where_ = ns.clone().unwrap_or_else(|| "all namespaces".into());
+        if may_watch("ConfigMap") {
+            // Metadata only: their contents are never held.
+            let api: Api<PartialObjectMeta<ConfigMap>> = match &ns {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            let stream = crate::watches::isolated(
+                api,
+                watcher::Config::default().any_semantic(),
+                format!("configmaps in {where_}"),
+            );
+            let store = controller.store();
+            controller = controller.watches_stream(stream, move |cm| {
+                naming::<C>(&store, &cm.metadata, |name| {
+                    Reference::ConfigMap(name.into())
+                })
+            });
+        }
+        if may_watch("Secret") {
+            let api: Api<PartialObjectMeta<Secret>> = match &ns {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            let stream = crate::watches::isolated(
+                api,
+                watcher::Config::default().any_semantic(),
+                format!("secrets in {where_}"),
+            );
+            let store = controller.store();
+            controller = controller.watches_stream(stream, move |s| {
+                naming::<C>(&store, &s.metadata, |name| Reference::Secret(name.into()))
+            });
+        }
+    }
+    controller
+}
+
+/// The CRs (of the controller's cache) that name the object `meta`
+/// describes, as `reference` makes its reference.
+fn naming<C: Component>(
+    store: &kube::runtime::reflector::Store<C::Resource>,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    reference: impl Fn(&str) -> Reference,
+) -> Vec<ObjectRef<C::Resource>> {
+    let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
+        return Vec::new();
+    };
+    let wanted = reference(name);
+    store
+        .state()
+        .iter()
+        .filter(|cr| cr.namespace().as_deref() == Some(ns))
+        .filter(|cr| references_of::<C>(cr).contains(&wanted))
+        .map(|cr| ObjectRef::from_obj(cr.as_ref()))
+        .collect()
 }
 
 /// The label selector of the objects this operator manages.

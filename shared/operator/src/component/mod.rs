@@ -196,6 +196,13 @@ pub trait Component: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// The Secrets and ConfigMaps the CR's own settings name (beyond the
+    /// shared `imageDigests` and `overridesConfigMap`), in its namespace:
+    /// creating, editing or deleting one reconciles the CR at once.
+    fn references(_cr: &Self::Resource) -> Vec<Reference> {
+        Vec::new()
+    }
+
     /// Kinds the component renders beyond its bundles' (the bundles' are
     /// all watched): by default the RoleBindings of OpenShift SCC grants.
     /// Only those the operator's RBAC lets it watch are watched.
@@ -212,6 +219,28 @@ pub trait Component: Send + Sync + 'static {
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[Self::Resource::COMPONENT])
     }
+}
+
+/// An object a CR's spec names, in the CR's namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// A ConfigMap, by name.
+    ConfigMap(String),
+    /// A Secret, by name.
+    Secret(String),
+}
+
+/// Every object `cr` names: the shared settings' ConfigMaps and the
+/// component's own references.
+pub fn references_of<C: Component>(cr: &C::Resource) -> Vec<Reference> {
+    let common = cr.common();
+    let mut out: Vec<Reference> = [&common.image_digests, &common.overrides_config_map]
+        .into_iter()
+        .flatten()
+        .map(|name| Reference::ConfigMap(name.clone()))
+        .collect();
+    out.extend(C::references(cr));
+    out
 }
 
 /// Flags of a component operator.

@@ -45,11 +45,7 @@ impl Reconciler for Scripted {
         &self.tools
     }
 
-    async fn apply(
-        &self,
-        _: &Training,
-        status: &mut StatusOf<Self>,
-    ) -> Result<Duration, Failure> {
+    async fn apply(&self, _: &Training, status: &mut StatusOf<Self>) -> Result<Duration, Failure> {
         let next = self.next();
         if next.is_ok() {
             status.version = Some("v1.9.3".into());
@@ -137,7 +133,10 @@ fn training(status: Option<ComponentStatus>, deleting: bool) -> Training {
     cr
 }
 
-fn skeleton(outcomes: Vec<Result<Duration, Failure>>, cr: &Training) -> (Skeleton<Scripted>, Arc<Mutex<Vec<Seen>>>) {
+fn skeleton(
+    outcomes: Vec<Result<Duration, Failure>>,
+    cr: &Training,
+) -> (Skeleton<Scripted>, Arc<Mutex<Vec<Seen>>>) {
     let (client, seen) = mock_api(serde_json::to_value(cr).expect("json"));
     let metrics = Metrics::new().expect("metrics");
     let reconciler = Scripted {
@@ -161,7 +160,9 @@ async fn requests(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<Seen> {
 }
 
 fn status_writes(seen: &[Seen]) -> Vec<&Seen> {
-    seen.iter().filter(|s| s.path.ends_with("/status")).collect()
+    seen.iter()
+        .filter(|s| s.path.ends_with("/status"))
+        .collect()
 }
 
 fn events(seen: &[Seen]) -> Vec<&Seen> {
@@ -197,7 +198,9 @@ async fn a_refusal_is_written_by_server_side_apply_and_told_once() {
     assert_eq!(writes.len(), 1, "{first:?}");
     assert_eq!(writes[0].method, "PATCH");
     assert!(
-        writes[0].query.contains("fieldManager=kubeflow-test-operator")
+        writes[0]
+            .query
+            .contains("fieldManager=kubeflow-test-operator")
             && writes[0].query.contains("force=true"),
         "a server-side apply as the operator: {}",
         writes[0].query
@@ -329,7 +332,10 @@ async fn a_removal_says_what_it_waits_for_and_forgets_the_cr_when_done() {
         .expect("the wait is in the status");
     assert_eq!(condition(&write, READY), ("False", "Deleting"));
     assert!(
-        write.body.to_string().contains("finalizer example.com/hold"),
+        write
+            .body
+            .to_string()
+            .contains("finalizer example.com/hold"),
         "{}",
         write.body
     );
@@ -342,7 +348,10 @@ async fn a_removal_says_what_it_waits_for_and_forgets_the_cr_when_done() {
         .find(|r| r.method == "PATCH" && !r.path.ends_with("/status"))
         .expect("the finalizer is removed");
     assert!(
-        finalizer_patch.body.to_string().contains("/metadata/finalizers"),
+        finalizer_patch
+            .body
+            .to_string()
+            .contains("/metadata/finalizers"),
         "{finalizer_patch:?}"
     );
     assert_eq!(s.remembered(), 0, "nothing of a deleted CR is remembered");
