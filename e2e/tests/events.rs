@@ -79,6 +79,21 @@ async fn describe_shows_what_changed_once_and_nothing_at_rest() {
         .find(|(r, _)| r == "DriftRepaired")
         .expect("repair");
     assert!(note.contains("training-operator"), "{note}");
+    // The Event is about the object put back (its `related`): repairs of
+    // other objects are Events of their own, not a count on this one.
+    let about: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("DriftRepaired"))
+        .filter_map(|e| {
+            e.related
+                .and_then(|r| Some(format!("{}/{}", r.kind?, r.name?)))
+        })
+        .collect();
+    assert_eq!(about, ["Deployment/training-operator"]);
 
     // A refused spec is told once, though every retry and every other
     // change of the CR reconciles it again.
@@ -106,8 +121,12 @@ async fn describe_shows_what_changed_once_and_nothing_at_rest() {
     // Fixed: Ready again.
     merge(&trainings, "kubeflow", json!({"spec": {"resources": null}})).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let settled = events_of(&events, "kubeflow").await;
+    // Ready again is news again: a second Ready Event.
+    let settled = wait_for("a second Ready Event", TIMEOUT, || async {
+        let e = events_of(&events, "kubeflow").await;
+        (count(&e, "Ready") == 2).then_some(e)
+    })
+    .await;
     // At rest, reconciled again (an annotation change), nothing more is told.
     merge(
         &trainings,

@@ -16,12 +16,23 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn can_i(user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
-    let out = run_tool(
-        "kubectl",
-        &[
-            "auth", "can-i", verb, resource, "--as", user, "-n", namespace,
-        ],
-    );
+    can_i_on(user, verb, resource, None, namespace)
+}
+
+/// `kubectl auth can-i`, of a subresource when one is named.
+fn can_i_on(
+    user: &str,
+    verb: &str,
+    resource: &str,
+    subresource: Option<&str>,
+    namespace: &str,
+) -> bool {
+    let sub = subresource.map(|s| format!("--subresource={s}"));
+    let mut args = vec![
+        "auth", "can-i", verb, resource, "--as", user, "-n", namespace,
+    ];
+    args.extend(sub.as_deref());
+    let out = run_tool("kubectl", &args);
     String::from_utf8_lossy(&out.stdout).trim() == "yes"
 }
 
@@ -116,6 +127,18 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
             "pipelines.components.kubeflow.org",
             &ns.name
         ));
+    }
+    // The status is the operators' to write, nobody else's: the editor who
+    // may patch the resource may not patch its status.
+    for resource in [
+        "trainings.components.kubeflow.org",
+        "kubeflows.platform.kubeflow.org",
+    ] {
+        assert!(can_i_on("e2e-platform", "patch", resource, None, &ns.name));
+        assert!(
+            !can_i_on("e2e-platform", "patch", resource, Some("status"), &ns.name),
+            "{resource}/status"
+        );
     }
     let roles: Api<ClusterRole> = Api::all(client.clone());
     for name in ["kf-kubeflow-viewer", "kf-kubeflow-editor"] {

@@ -130,8 +130,19 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// The most `spec.meshConfig` may hold, written out as JSON: a mesh config
+/// is a few hundred bytes; a larger one is a mistake (or an attempt to fill
+/// istiod's ConfigMap and every operator's memory).
+const MESH_MAX: usize = 16 * 1024;
+
 /// Checks `spec.meshConfig`; the message names the field and what it must be.
 pub fn check(mesh: &Map<String, Value>) -> Result<(), String> {
+    let size = serde_json::to_string(mesh).map_or(usize::MAX, |s| s.len());
+    if size > MESH_MAX {
+        return Err(format!(
+            "spec.meshConfig is {size} bytes written out; at most {MESH_MAX} are accepted"
+        ));
+    }
     for (key, value) in mesh {
         match FIELDS.iter().find(|(name, _)| name == key) {
             Some((_, t)) if !has_type(value, *t) => {
@@ -168,6 +179,19 @@ pub fn check(mesh: &Map<String, Value>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_mesh_config_of_a_megabyte_is_refused() {
+        let mut big = serde_json::Map::new();
+        for i in 0..40 {
+            big.insert(
+                format!("unknownField{i}"),
+                serde_json::json!("x".repeat(1000)),
+            );
+        }
+        let e = super::check(&big).expect_err("too large");
+        assert!(e.contains("spec.meshConfig") && e.contains("16384"), "{e}");
+    }
+
     use super::*;
     use serde_json::json;
 

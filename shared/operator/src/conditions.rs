@@ -58,6 +58,9 @@ reasons! {
     ApiError,
     /// The operator's RBAC does not allow a request it must make.
     PermissionDenied,
+    /// An admission policy or webhook of the cluster refused a write the
+    /// operator must make.
+    AdmissionDenied,
     /// The component is being removed.
     Deleting,
     /// Waiting for another component.

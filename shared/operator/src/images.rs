@@ -125,11 +125,52 @@ pub fn check_registry(field: &str, registry: &str) -> Result<(), String> {
             "{field}: {registry:?} is a URL; give the registry's host[:port][/path], without a scheme"
         ));
     }
-    match grammar {
-        Some(g) if g.is_match(registry) && registry.len() <= 253 => Ok(()),
-        _ => Err(format!(
-            "{field}: {registry:?} is not a registry: host[:port][/path], lowercase, e.g. registry.local:5000 or harbor.example.com/mirror (a host needs a dot or a port)"
-        )),
+    let quoted = crate::conditions::truncate(registry, 256);
+    if !grammar.as_ref().is_some_and(|g| g.is_match(registry)) {
+        return Err(format!(
+            "{field}: {quoted:?} is not a registry: host[:port][/path], lowercase, e.g. registry.local:5000 or harbor.example.com/mirror (a host needs a dot or a port)"
+        ));
+    }
+    let host = registry.split('/').next().unwrap_or_default();
+    if let Some((_, port)) = host.rsplit_once(':')
+        && !port.parse::<u16>().is_ok_and(|p| p >= 1)
+    {
+        return Err(format!(
+            "{field}: {quoted:?}: port {port} is not a port (1-65535)"
+        ));
+    }
+    Ok(())
+}
+
+/// The longest image name (registry and repository, without tag or
+/// digest) registries accept.
+pub const NAME_MAX: usize = 255;
+
+/// Refuses images moved to `registry` whose name has grown longer than
+/// registries accept ([`NAME_MAX`]): the registry plus the longest
+/// repository path of the bundle must fit.
+pub fn check_moved(field: &str, registry: &str, objects: &[DynamicObject]) -> Result<(), String> {
+    let longest = find(objects)
+        .into_iter()
+        .filter(|f| !f.path.ends_with(".hub"))
+        .map(|f| name_of(&f.image).len())
+        .max()
+        .unwrap_or(0);
+    if longest > NAME_MAX {
+        return Err(format!(
+            "{field}: {:?} makes image names {longest} characters long; registries accept {NAME_MAX} (use a shorter registry path)",
+            crate::conditions::truncate(registry, 256)
+        ));
+    }
+    Ok(())
+}
+
+/// An image's name: the reference without its tag and digest.
+fn name_of(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    match without_digest.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => without_digest,
     }
 }
 
@@ -516,10 +557,39 @@ mod tests {
             "registry",
             "a b",
             "host/Path",
+            "registry.local:99999",
+            "registry.local:0",
+            "mirror:65536/a",
         ] {
             let e = check_registry("spec.imageRegistry", bad).expect_err(bad);
             assert!(e.starts_with("spec.imageRegistry"), "{e}");
         }
+        assert!(check_registry("spec.imageRegistry", "mirror:65535").is_ok());
+    }
+
+    #[test]
+    fn a_registry_too_long_for_the_moved_names_is_refused() {
+        let d = obj(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "c", "image": "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.2.0"}
+            ]}}},
+        }));
+        let fits = format!("mirror.example.com/{}", "a".repeat(150));
+        let mut objects = vec![d.clone()];
+        move_to(&mut objects, &fits);
+        assert!(check_moved("spec.imageRegistry", &fits, &objects).is_ok());
+        let long = format!("mirror.example.com/{}", "a".repeat(230));
+        assert!(
+            check_registry("spec.imageRegistry", &long).is_ok(),
+            "a registry on its own"
+        );
+        let mut objects = vec![d];
+        move_to(&mut objects, &long);
+        let e = check_moved("spec.imageRegistry", &long, &objects).expect_err("too long");
+        assert!(e.contains("255"), "{e}");
+        assert_eq!(name_of("a.io/b/c:v1@sha256:00"), "a.io/b/c");
+        assert_eq!(name_of("a.io:5000/b/c"), "a.io:5000/b/c");
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub fn apply_common(
         crate::images::check_registry("spec.imageRegistry", registry)
             .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
         crate::images::move_to(objects, registry);
+        crate::images::check_moved("spec.imageRegistry", registry, objects)
+            .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     }
     let unmatched = transform::set_images(objects, &common.images);
     if !unmatched.is_empty() {

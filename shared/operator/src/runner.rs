@@ -71,6 +71,9 @@ pub struct Runtime {
     /// The operator's name, e.g. "kubeflow-training-operator".
     pub name: String,
     leadership: Option<watch::Receiver<bool>>,
+    /// Told when the Lease could not be confirmed as this process's own
+    /// for a lease duration (see `confirm_leadership`).
+    unconfirmed: Arc<tokio::sync::Notify>,
     lease_task: Option<
         tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
     >,
@@ -113,6 +116,7 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     }
     let mut leadership = None;
     let mut lease_task = None;
+    let unconfirmed = Arc::new(tokio::sync::Notify::new());
     if args.leader_elect {
         probe.set_standby();
         let identity =
@@ -139,6 +143,14 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         let (rx, task) = manager.watch().await;
         leadership = Some(rx);
         lease_task = Some(task);
+        confirm_leadership(
+            client.clone(),
+            &args.lease_namespace,
+            name,
+            &identity,
+            std::time::Duration::from_secs(args.lease_duration),
+            unconfirmed.clone(),
+        );
     }
     metrics.leader.with_label_values(&[name]).set(1);
     Ok(Runtime {
@@ -147,8 +159,59 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         probe,
         name: name.to_string(),
         leadership,
+        unconfirmed,
         lease_task,
     })
+}
+
+/// Confirms, every third of a lease duration, that the Lease is still this
+/// process's: the lease manager keeps saying "leader" while it cannot renew
+/// (the API server or etcd down), though the Lease expires and a standby
+/// may take it. Held by another, or unconfirmed for a whole lease duration:
+/// `unconfirmed` is told, and the process stops leading (its gauge drops,
+/// its controller stops; a restart rejoins the election). One read per
+/// period, only with leader election on.
+fn confirm_leadership(
+    client: Client,
+    namespace: &str,
+    name: &str,
+    identity: &str,
+    duration: std::time::Duration,
+    unconfirmed: Arc<tokio::sync::Notify>,
+) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client, namespace);
+    let (name, identity) = (name.to_string(), identity.to_string());
+    let period = (duration / 3).max(std::time::Duration::from_secs(1));
+    tokio::spawn(async move {
+        let mut confirmed = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(period).await;
+            match leases.get_opt(&name).await {
+                Ok(Some(lease))
+                    if lease
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.holder_identity.as_deref())
+                        == Some(identity.as_str()) =>
+                {
+                    confirmed = tokio::time::Instant::now();
+                }
+                Ok(_) => {
+                    tracing::warn!(lease = %name, "the leader Lease is no longer this process's");
+                    break;
+                }
+                Err(e) if confirmed.elapsed() >= duration => {
+                    tracing::warn!(lease = %name, error = %e, seconds = duration.as_secs(), "could not confirm the leader Lease for a lease duration; a standby may lead now");
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(lease = %name, error = %e, "could not read the leader Lease")
+                }
+            }
+        }
+        unconfirmed.notify_one();
+    });
 }
 
 /// Waits until this process holds the Lease, and returns the manager that
@@ -226,6 +289,7 @@ impl Runtime {
     /// Resolves on SIGTERM, Ctrl-C, or loss of the leader Lease.
     pub fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let leadership = self.leadership.clone();
+        let unconfirmed = self.unconfirmed.clone();
         let metrics = self.metrics.clone();
         let name = self.name.clone();
         async move {
@@ -247,6 +311,9 @@ impl Runtime {
             tokio::select! {
                 () = terminate() => tracing::info!("termination signal received; shutting down"),
                 () = lost => {}
+                () = unconfirmed.notified() => {
+                    tracing::warn!("stopping: leadership could not be confirmed; a restart rejoins the election");
+                }
             }
             metrics.leader.with_label_values(&[&name]).set(0);
         }

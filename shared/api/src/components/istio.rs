@@ -46,9 +46,10 @@ component_crd! {
         /// The ingress gateway.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub ingress_gateway: Option<IngressGateway>,
-        /// Mesh config entries merged into the `mesh` key of the `istio` ConfigMap.
+        /// Mesh config entries merged into the `mesh` key of the `istio` ConfigMap
+        /// (at most 64 top-level fields and 16 KiB written out).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+        #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true, "maxProperties" = 64))]
         pub mesh_config: Option<serde_json::Map<String, serde_json::Value>>,
     }
 }

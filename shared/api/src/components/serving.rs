@@ -40,6 +40,10 @@ component_crd! {
         pub deployment_mode: Option<DeploymentMode>,
         /// Ingress gateway inference services use, as namespace/name.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(
+            length(min = 3, max = 317),
+            regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+        )]
         pub ingress_gateway: Option<String>,
         /// Source of the webhook certificate.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -25,6 +25,16 @@ pub enum ApplyError {
         /// The server's message.
         message: String,
     },
+    /// An admission policy or webhook of the cluster refused the write:
+    /// not the spec's fault (the same object is valid elsewhere), but a rule
+    /// of the cluster's a person must look at.
+    #[error("the cluster's admission control refused {object}: {message}")]
+    Admission {
+        /// The object.
+        object: String,
+        /// The server's message, naming the policy or webhook.
+        message: String,
+    },
     /// A request failed.
     #[error("failed to {verb} {object}: {source}")]
     Api {
@@ -72,6 +82,10 @@ impl ApplyError {
 /// "failed to create typed patch object": retrying it cannot help.
 pub(super) fn classify(verb: &'static str, obj: &DynamicObject, source: kube::Error) -> ApplyError {
     match &source {
+        kube::Error::Api(e) if is_admission_denial(&e.message) => ApplyError::Admission {
+            object: describe(obj),
+            message: e.message.clone(),
+        },
         kube::Error::Api(e)
             if e.code == 422
                 || e.code == 400
@@ -88,6 +102,14 @@ pub(super) fn classify(verb: &'static str, obj: &DynamicObject, source: kube::Er
             source,
         },
     }
+}
+
+/// Whether a refusal came from admission control: a ValidatingAdmissionPolicy
+/// ("... denied request: ...") or a webhook ("admission webhook ... denied
+/// the request"). A webhook that cannot be reached is not a denial.
+fn is_admission_denial(message: &str) -> bool {
+    (message.starts_with("ValidatingAdmissionPolicy") && message.contains("denied request"))
+        || (message.contains("admission webhook") && message.contains("denied the request"))
 }
 
 #[cfg(test)]
@@ -117,5 +139,27 @@ mod tests {
         assert!(
             !classify("apply", &obj, api_error(500, "etcdserver: leader changed")).is_refusal()
         );
+    }
+
+    #[test]
+    fn an_admission_denial_is_named_as_such_not_as_invalid_input() {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "ctl", "namespace": "kubeflow"}}))
+        .expect("object");
+        for message in [
+            "ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: frozen",
+            "admission webhook \"policy.example.com\" denied the request: no",
+        ] {
+            let e = classify("apply", &obj, api_error(422, message));
+            assert!(matches!(e, ApplyError::Admission { .. }), "{e}");
+            assert!(!e.is_refusal(), "retried, not the spec's fault");
+        }
+        let unreachable =
+            "Internal error occurred: failed calling webhook \"x\": connection refused";
+        assert!(matches!(
+            classify("apply", &obj, api_error(500, unreachable)),
+            ApplyError::Api { .. }
+        ));
     }
 }

@@ -77,6 +77,12 @@ impl From<ApplyError> for Failure {
             };
             return Failure::Refused(Refusal::new(reason, e.to_string()));
         }
+        if let ApplyError::Admission { .. } = e {
+            return Failure::Transient {
+                reason: Reason::AdmissionDenied,
+                message: crate::conditions::bounded(&e.to_string()),
+            };
+        }
         if e.is_permission_denied() {
             return Failure::Transient {
                 reason: Reason::PermissionDenied,

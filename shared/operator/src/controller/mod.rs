@@ -300,7 +300,10 @@ impl<R: Reconciler> Skeleton<R> {
                 );
                 self.write(cr, &status).await?;
                 self.count("waiting");
-                Ok(Action::requeue(WAITING_REQUEUE))
+                // An error to the finalizer helper, which would otherwise
+                // take the finalizer off; `error_policy` requeues it soon,
+                // uncounted.
+                Err(Failure::Waiting(what))
             }
             Err(e) => {
                 self.count("error");
@@ -359,7 +362,10 @@ impl<R: Reconciler> Skeleton<R> {
         reason: Reason,
         message: &str,
     ) {
-        let repeats = if reason == Reason::PermissionDenied {
+        // A person must act on a missing permission or a policy that refuses
+        // the write: Degraded at once.
+        let needs_a_person = matches!(reason, Reason::PermissionDenied | Reason::AdmissionDenied);
+        let repeats = if needs_a_person {
             crate::status::REPEATS_BEFORE_DEGRADED
         } else {
             self.memory.repeats(key, message)
@@ -368,7 +374,7 @@ impl<R: Reconciler> Skeleton<R> {
         self.memory.forget_refusal(key);
         crate::status::failed(reason, message, repeats)
             .apply(status.conditions_mut(), cr.meta().generation);
-        let permission = reason == Reason::PermissionDenied
+        let permission = needs_a_person
             && events::condition_changed(old.conditions(), status.conditions(), READY);
         if self.reconciler.may_publish(cr)
             && (permission
@@ -410,8 +416,13 @@ impl<R: Reconciler> Skeleton<R> {
         self.reconciler.record(cr, status);
     }
 
-    /// Counts a failure for the backoff: the delay before the next try.
+    /// Counts a failure for the backoff: the delay before the next try. A
+    /// removal's wait comes here too (it must not end the finalizer), and is
+    /// requeued soon, neither counted nor backed off.
     pub fn error_policy(&self, cr: &R::Resource, failure: &Failure) -> Action {
+        if let Failure::Waiting(_) = failure {
+            return Action::requeue(WAITING_REQUEUE);
+        }
         self.tools()
             .metrics
             .reconcile_errors_total

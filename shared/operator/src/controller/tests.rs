@@ -323,9 +323,29 @@ async fn a_removal_says_what_it_waits_for_and_forgets_the_cr_when_done() {
     let failure = reconcile(&s, &cr).await.expect_err("a failed cleanup");
     s.error_policy(&cr, &failure);
     assert_eq!(s.remembered(), 1, "the failure is counted for the backoff");
-    let action = reconcile(&s, &cr).await.expect("a wait");
-    assert_eq!(action, Action::requeue(super::WAITING_REQUEUE));
+    let errors = || {
+        s.tools()
+            .metrics
+            .reconcile_errors_total
+            .with_label_values(&["kubeflow-test-operator", "Waiting"])
+            .get()
+    };
+    let wait = reconcile(&s, &cr)
+        .await
+        .expect_err("a wait keeps the finalizer");
+    assert_eq!(
+        s.error_policy(&cr, &wait),
+        Action::requeue(super::WAITING_REQUEUE),
+        "requeued soon, not backed off"
+    );
     let waiting = requests(&seen).await;
+    assert!(
+        !waiting
+            .iter()
+            .any(|r| r.method == "PATCH" && !r.path.ends_with("/status")),
+        "the finalizer stays while the removal waits: {waiting:?}"
+    );
+    assert_eq!(errors(), 0, "a wait is no error");
     let write = status_writes(&waiting)
         .last()
         .map(|w| (*w).clone())
