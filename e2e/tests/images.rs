@@ -61,7 +61,7 @@ fn images_hold_what_the_dockerfile_declares() {
             "no images in {}: run images/build",
             images.display()
         );
-        eprintln!("no operator images built here (not root): left out");
+        kubeflow_e2e::left_out("no operator images built here (not root)");
         return;
     }
     let (user, entrypoint, env) = final_stage();

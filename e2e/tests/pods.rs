@@ -38,7 +38,7 @@ fn real_node_possible() -> bool {
         "the cluster cannot run a real node: run e2e/cluster as root (or set \
          KUBEFLOW_E2E_REAL_NODE=0 to leave these tests out on purpose)"
     );
-    eprintln!("no real node (KUBEFLOW_E2E_REAL_NODE=0): pod tests left out");
+    kubeflow_e2e::left_out("no real node (KUBEFLOW_E2E_REAL_NODE=0): pod tests");
     false
 }
 

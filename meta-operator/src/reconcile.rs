@@ -380,7 +380,14 @@ async fn cleanup(kf: &Kubeflow, ctx: &Meta, status: &mut KubeflowStatus) -> Resu
                 }
             }
         }
-        let names: Vec<String> = present.iter().map(ToString::to_string).collect();
+        // Each child's own removal says what it waits for: passed on.
+        let names: Vec<String> = present
+            .iter()
+            .map(|c| match live.get(c).and_then(removal_wait) {
+                Some(wait) => format!("{c} ({wait})"),
+                None => c.to_string(),
+            })
+            .collect();
         status.phase = Some(Phase::Deleting);
         return Err(Failure::Waiting(format!(
             "{} to be removed",
@@ -388,4 +395,13 @@ async fn cleanup(kf: &Kubeflow, ctx: &Meta, status: &mut KubeflowStatus) -> Resu
         )));
     }
     Ok(())
+}
+
+/// What a child CR's own removal waits for, from its Ready condition.
+fn removal_wait(child: &DynamicObject) -> Option<String> {
+    let conditions = child.data.pointer("/status/conditions")?.as_array()?;
+    let ready = conditions.iter().find(|c| c["type"] == conditions::READY)?;
+    (ready["reason"] == Reason::Deleting.as_str())
+        .then(|| ready["message"].as_str().map(str::to_string))
+        .flatten()
 }

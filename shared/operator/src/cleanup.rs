@@ -61,7 +61,14 @@ pub async fn cleanup(
         for m in wave {
             let name = describe(&m.object);
             if m.object.metadata.deletion_timestamp.is_some() {
-                out.remaining.push(name);
+                // Who holds it: someone else's finalizer a person may have
+                // to look at.
+                let held_by = m.object.metadata.finalizers.clone().unwrap_or_default();
+                out.remaining.push(if held_by.is_empty() {
+                    name
+                } else {
+                    format!("{name} (held by finalizers {})", held_by.join(", "))
+                });
                 pending = true;
                 continue;
             }
