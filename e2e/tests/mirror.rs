@@ -160,6 +160,55 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
         "the refused component changed: {unpinned}"
     );
 
+    // The map is watched: a new digest takes effect at once (well within
+    // the 30 s safety requeue, and nothing else touches the resource).
+    let digest2 = format!("sha256:{}", "1".repeat(64));
+    let unpinned_image = pinned.split('@').next().unwrap_or_default().to_string();
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: digests}}\ndata:\n  digests: |\n    {unpinned_image} {digest2}\n"
+        ),
+    )
+    .await;
+    wait_for(
+        "the new digest applied",
+        Duration::from_secs(10),
+        || async {
+            deployment_image(&ns.name, "training-operator")
+                .ends_with(&digest2)
+                .then_some(())
+        },
+    )
+    .await;
+    // Deleted, the map stops nothing but what depends on it: the digests it
+    // last held stay applied, Degraded says the map is missing, and a
+    // deleted object of the component is still put back.
+    tool_ok_or_none(&["-n", &ns.name, "delete", "configmap", "digests"]);
+    let message = wait_for("Degraded for the missing map", TIMEOUT, || async {
+        let cr = trainings.get("kubeflow").await.ok()?;
+        let (status, reason, message, _) = condition(&cr, "Degraded")?;
+        (status == "True" && reason == "PrerequisiteMissing").then_some(message)
+    })
+    .await;
+    assert!(message.contains("last held"), "{message}");
+    tool_ok_or_none(&[
+        "-n",
+        &ns.name,
+        "delete",
+        "serviceaccount",
+        "training-operator",
+    ]);
+    wait_for("the ServiceAccount put back", TIMEOUT, || async {
+        tool_ok_or_none(&["-n", &ns.name, "get", "serviceaccount", "training-operator"])
+    })
+    .await;
+    assert!(
+        deployment_image(&ns.name, "training-operator").ends_with(&digest2),
+        "the digest last read stays"
+    );
+
     delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     // Istio's namespace is released, not deleted, with the component: this
     // test made it, so it removes it.

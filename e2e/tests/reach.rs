@@ -293,6 +293,117 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         err.contains("only under the names its bundles hold") || err.contains("forbidden"),
         "{err}"
     );
+    // Aggregation: an operator that may `escalate` an aggregated role (it
+    // must, to write one) tries to point its selector at cluster-admin's
+    // label, or to write the role's rules itself; any operator tries to hand
+    // its own role's rules to every holder of `view`. The chart's policy on
+    // ClusterRole writes refuses each; nobody gains a rule.
+    let rule_count = |role: &str| {
+        let rules = tool_ok("kubectl", &["get", "clusterrole", role, "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&rules).expect("role");
+        v["rules"].as_array().map_or(0, Vec::len)
+    };
+    let view_before = rule_count("view");
+    let select_admin = r#"{"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"kubernetes.io/bootstrapping":"rbac-defaults"}}]}}"#;
+    let mut tried = 0;
+    for c in COMPONENTS {
+        let text = std::fs::read_to_string(
+            repo_root().join(format!("charts/kubeflow/files/rbac/{c}.yaml")),
+        )
+        .expect("rules");
+        let rules: Rules = serde_saphyr::from_str(&text).expect("rules parse");
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        let escalatable: Vec<String> = rules
+            .cluster
+            .iter()
+            .filter(|r| {
+                r.verbs.iter().any(|v| v == "escalate")
+                    && r.resources
+                        .as_ref()
+                        .is_some_and(|x| x.iter().any(|x| x == "clusterroles"))
+            })
+            .flat_map(|r| r.resource_names.clone().unwrap_or_default())
+            .collect();
+        for role in escalatable {
+            let aggregated = tool_ok(
+                "kubectl",
+                &[
+                    "get",
+                    "clusterrole",
+                    &role,
+                    "-o",
+                    "jsonpath={.aggregationRule}",
+                ],
+            );
+            if aggregated.trim().is_empty() {
+                continue;
+            }
+            tried += 1;
+            let before = rule_count(&role);
+            let (selected, err) = kubectl_as(
+                &kubeconfig,
+                &[
+                    "patch",
+                    "clusterrole",
+                    &role,
+                    "--type",
+                    "merge",
+                    "-p",
+                    select_admin,
+                ],
+            );
+            assert!(
+                !selected,
+                "{c} pointed {role}'s aggregation at cluster-admin"
+            );
+            assert!(
+                err.contains("aggregationRule its bundles give it"),
+                "{c}: {err}"
+            );
+            let (wrote, err) = kubectl_as(
+                &kubeconfig,
+                &["patch", "clusterrole", &role, "--type", "json", "-p", widen],
+            );
+            assert!(!wrote, "{c} wrote the rules of the aggregated {role}");
+            assert!(
+                err.contains("rules of an aggregated ClusterRole"),
+                "{c}: {err}"
+            );
+            assert_eq!(rule_count(&role), before, "{role} changed");
+        }
+        let own = match c {
+            "istio" => "istiod-clusterrole-istio-system",
+            "training" => "training-operator",
+            _ => continue,
+        };
+        let (labelled, err) = kubectl_as(
+            &kubeconfig,
+            &[
+                "label",
+                "clusterrole",
+                own,
+                "rbac.authorization.k8s.io/aggregate-to-view=true",
+            ],
+        );
+        assert!(!labelled, "{c} aggregated {own} into view");
+        assert!(
+            err.contains("aggregation labels its bundles set"),
+            "{c}: {err}"
+        );
+    }
+    assert!(
+        tried >= 3,
+        "the aggregated roles of Training, Trainer and Serving were tried ({tried})"
+    );
+    assert_eq!(rule_count("view"), view_before, "view gained rules");
+    for c in COMPONENTS {
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        assert!(
+            !can_i(&kubeconfig, ("*", "", "*", "", "")),
+            "{c} is cluster-admin after the attempts"
+        );
+    }
+
     // Widened by someone who may (an admin here), the annotated role is
     // repaired all the same: the opt-out does not cover what guards privilege.
     tool_ok(

@@ -31,3 +31,10 @@ pub const APPLYSET_TOOLING: &str = "applyset.kubernetes.io/tooling";
 pub const SKIP_RECONCILE: &str = "components.kubeflow.org/skip-reconcile";
 /// On a `Kubeflow` CR: allow a version downgrade when "true".
 pub const ALLOW_DOWNGRADE: &str = "platform.kubeflow.org/allow-downgrade";
+
+/// Whether a label key aggregates a role into another (Kubernetes' own
+/// `rbac.authorization.k8s.io/aggregate-to-view` and Kubeflow's
+/// `rbac.authorization.kubeflow.org/aggregate-to-kubeflow-edit` alike).
+pub fn is_aggregation_label(key: &str) -> bool {
+    key.contains("aggregate-to-")
+}

@@ -108,7 +108,7 @@ pub(super) fn classify(verb: &'static str, obj: &DynamicObject, source: kube::Er
 /// ("... denied request: ...") or a webhook ("admission webhook ... denied
 /// the request"). A webhook that cannot be reached is not a denial.
 fn is_admission_denial(message: &str) -> bool {
-    (message.starts_with("ValidatingAdmissionPolicy") && message.contains("denied request"))
+    (message.contains("ValidatingAdmissionPolicy '") && message.contains("denied request"))
         || (message.contains("admission webhook") && message.contains("denied the request"))
 }
 
@@ -148,7 +148,7 @@ mod tests {
             "metadata": {"name": "ctl", "namespace": "kubeflow"}}))
         .expect("object");
         for message in [
-            "ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: frozen",
+            "deployments.apps \"ctl\" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: frozen",
             "admission webhook \"policy.example.com\" denied the request: no",
         ] {
             let e = classify("apply", &obj, api_error(422, message));

@@ -89,10 +89,14 @@ pub(super) fn skip_reconcile(obj: &DynamicObject) -> bool {
             .is_some_and(|v| v == "true")
 }
 
-/// Label prefixes that change what an object means wherever they are: a
+/// Whether a label changes what an object means wherever it is: a
 /// ClusterRole labelled `rbac.authorization.k8s.io/aggregate-to-view` hands
-/// its rules (Secrets, pods/exec) to every holder of the built-in `view`.
-const MEANING_LABELS: &[&str] = &["rbac.authorization.k8s.io/aggregate-to-"];
+/// its rules (Secrets, pods/exec) to every holder of the built-in `view`,
+/// one labelled `rbac.authorization.kubeflow.org/aggregate-to-kubeflow-edit`
+/// to every holder of Kubeflow's `kubeflow-edit`.
+fn changes_meaning(key: &str) -> bool {
+    labels::is_aggregation_label(key)
+}
 
 /// Labels of the live object that change its meaning and that the desired
 /// object does not set: someone else added them, and server-side apply
@@ -104,7 +108,7 @@ pub(super) fn foreign_meaning_labels(desired: &DynamicObject, live: &DynamicObje
         .iter()
         .flatten()
         .map(|(k, _)| k)
-        .filter(|k| MEANING_LABELS.iter().any(|p| k.starts_with(p)))
+        .filter(|k| changes_meaning(k))
         .filter(|k| !wanted.is_some_and(|w| w.contains_key(*k)))
         .cloned()
         .collect()

@@ -35,6 +35,8 @@ pub(super) struct Context<C: Component> {
     pub(super) detected_platform: Mutex<Option<Platform>>,
     /// Which CR applied each managed object (see `owners`).
     pub(super) owners: super::owners::Owners,
+    /// What each CR's referenced ConfigMaps held when last read.
+    pub(super) last_read: super::last_read::LastRead,
 }
 
 #[async_trait::async_trait]
@@ -77,6 +79,7 @@ impl<C: Component> Reconciler for Context<C> {
     fn forget(&self, cr: &ObjectRef<C::Resource>) {
         let ns = cr.namespace.clone().unwrap_or_default();
         self.owners.forget(&ns, &cr.name);
+        self.last_read.forget(&ns, &cr.name);
         let _ = self.tools.metrics.managed_objects.remove_label_values(&[
             &self.tools.name,
             &ns,
@@ -132,6 +135,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         scope: scope.clone(),
         detected_platform: Mutex::new(None),
         owners: owners.clone(),
+        last_read: Default::default(),
     };
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
@@ -157,8 +161,8 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
 /// Watches (their metadata only) the ConfigMaps and Secrets of the allowed
 /// namespaces, each event reconciling the CRs that name the object: a
 /// digest map edited, an overrides map fixed or a credentials Secret
-/// created takes effect at once, not at the next requeue. Only kinds the
-/// operator's role lets it watch (its bundles hold them).
+/// created takes effect at once, not at the next requeue. Secrets only
+/// where the operator's role lets it watch them (its bundles hold some).
 fn watch_references<C: Component>(
     mut controller: Controller<C::Resource>,
     client: &kube::Client,
@@ -178,7 +182,8 @@ fn watch_references<C: Component>(
     };
     for ns in namespaces {
         let where_ = ns.clone().unwrap_or_else(|| "all namespaces".into());
-        if may_watch("ConfigMap") {
+        // Every operator's Role grants watching ConfigMaps (see rbac).
+        {
             // Metadata only: their contents are never held.
             let api: Api<PartialObjectMeta<ConfigMap>> = match &ns {
                 Some(ns) => Api::namespaced(client.clone(), ns),

@@ -64,7 +64,10 @@ pub(super) async fn apply<C: Component>(
     let platform = platform_of(cr, ctx).await?;
     full.as_mut().platform = Some(platform);
     let mut misfit = None;
-    let rendered = match render(cr, ctx, platform).await {
+    // Referenced ConfigMaps gone since they were last read: applied as they
+    // were, and said in Degraded.
+    let mut missing = Vec::new();
+    let rendered = match render(cr, ctx, platform, &mut missing).await {
         Ok(r) => r,
         // An override the version asked for has no place for, on the way
         // from an installed version: not a refusal of the whole resource
@@ -73,7 +76,7 @@ pub(super) async fn apply<C: Component>(
         Err(Failure::Refused(refusal))
             if refusal.reason == Reason::OverrideNotApplicable && old.version.is_some() =>
         {
-            let r = render_with(cr, ctx, platform, &ctx.bundles, false).await?;
+            let r = render_with(cr, ctx, platform, &ctx.bundles, false, &mut missing).await?;
             if old.version.as_deref() == Some(r.version.as_str()) {
                 return Err(refusal.into());
             }
@@ -98,6 +101,16 @@ pub(super) async fn apply<C: Component>(
         outcome.live.iter().map(crate::apply::ObjectKey::of),
     );
     let ready = assess(cr, ctx, status, &version, &outcome).await;
+    if !missing.is_empty() {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            Reason::PrerequisiteMissing,
+            &missing.join("; "),
+            cr.meta().generation,
+        );
+    }
     if let Some(message) = &blocked {
         conditions::set(
             &mut status.conditions,
@@ -178,7 +191,9 @@ async fn upgrade_gate<C: Component>(
     // it: the operator's cache would otherwise hold both versions' parsed
     // bundles for the rest of its life after every upgrade.
     let once = BundleCache::default();
-    let installed = match render_with(&installed_cr, ctx, platform, &once, true).await {
+    let installed = match render_with(&installed_cr, ctx, platform, &once, true, &mut Vec::new())
+        .await
+    {
         Ok(r) => r,
         // The installed version's bundle is gone (an operator that no longer
         // carries it): no plan can be made. Automatic goes on as before;
@@ -286,8 +301,9 @@ async fn render<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
     platform: Platform,
+    missing: &mut Vec<String>,
 ) -> Result<Rendered, Failure> {
-    render_with(cr, ctx, platform, &ctx.bundles, true).await
+    render_with(cr, ctx, platform, &ctx.bundles, true, missing).await
 }
 
 /// [`render`] with another bundle cache, and with or without the overrides
@@ -298,6 +314,7 @@ async fn render_with<C: Component>(
     platform: Platform,
     bundles: &BundleCache,
     with_overrides: bool,
+    missing: &mut Vec<String>,
 ) -> Result<Rendered, Failure> {
     let ns = cr.namespace().unwrap_or_default();
     // Outside the allowed namespaces nothing is read or written: a CR in a
@@ -323,7 +340,29 @@ async fn render_with<C: Component>(
             &rendered.version,
         )?;
         if let Some(name) = &cr.common().overrides_config_map {
-            let listed = overrides_from_config_map(ctx, &ns, name).await?;
+            let key = (
+                ns.as_str(),
+                cr.meta().name.as_deref().unwrap_or_default(),
+                name.as_str(),
+            );
+            let listed = match overrides_from_config_map(ctx, &ns, name).await {
+                Ok(listed) => {
+                    ctx.last_read.keep_overrides(key, &listed);
+                    listed
+                }
+                Err(Failure::Refused(r)) if r.reason == Reason::PrerequisiteMissing => {
+                    let kept = ctx
+                        .last_read
+                        .overrides(key)
+                        .ok_or(Failure::Refused(r.clone()))?;
+                    missing.push(format!(
+                        "{}; the overrides it last held are applied until it is back",
+                        r.message
+                    ));
+                    kept
+                }
+                Err(e) => return Err(e),
+            };
             crate::overrides::apply(
                 &mut rendered.objects,
                 &listed,
@@ -333,7 +372,30 @@ async fn render_with<C: Component>(
         }
     }
     if let Some(name) = &cr.common().image_digests {
-        pin_digests(ctx, &ns, name, &mut rendered.objects).await?;
+        let key = (
+            ns.as_str(),
+            cr.meta().name.as_deref().unwrap_or_default(),
+            name.as_str(),
+        );
+        let digests = match read_digests(ctx, &ns, name).await {
+            Ok(d) => {
+                ctx.last_read.keep_digests(key, &d);
+                d
+            }
+            Err(Failure::Refused(r)) if r.reason == Reason::PrerequisiteMissing => {
+                let kept = ctx
+                    .last_read
+                    .digests(key)
+                    .ok_or(Failure::Refused(r.clone()))?;
+                missing.push(format!(
+                    "{}; the digests it last held are applied until it is back",
+                    r.message
+                ));
+                kept
+            }
+            Err(e) => return Err(e),
+        };
+        pin_digests(&ns, name, &digests, &mut rendered.objects)?;
     }
     let outside = ctx.scope.outside(&rendered.objects);
     if !outside.is_empty() {
@@ -401,15 +463,13 @@ async fn overrides_from_config_map<C: Component>(
     })
 }
 
-/// Pins the rendered images by the digests of ConfigMap `name` (key
-/// `digests`): refused, with nothing changed, when the map is missing,
-/// malformed or lacks an image.
-async fn pin_digests<C: Component>(
+/// The digests of ConfigMap `name` (key `digests`): refused when the map
+/// is missing or malformed.
+async fn read_digests<C: Component>(
     ctx: &Context<C>,
     namespace: &str,
     name: &str,
-    objects: &mut [DynamicObject],
-) -> Result<(), Failure> {
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
     let field = "spec.imageDigests";
     let cm = config_map(ctx, namespace, name, field).await?;
     let text = cm
@@ -418,17 +478,28 @@ async fn pin_digests<C: Component>(
         .and_then(|d| d.get("digests"))
         .cloned()
         .unwrap_or_default();
-    let digests = crate::images::parse_digests(&text).map_err(|e| {
+    crate::images::parse_digests(&text).map_err(|e| {
         Refusal::new(
             Reason::InvalidSpec,
             format!("{field}: ConfigMap {namespace}/{name} key digests, {e}"),
         )
-    })?;
-    crate::images::pin(objects, &digests).map_err(|missing| {
+        .into()
+    })
+}
+
+/// Pins the rendered images by `digests` (of ConfigMap `name`): refused,
+/// with nothing changed, when an image lacks one.
+fn pin_digests(
+    namespace: &str,
+    name: &str,
+    digests: &std::collections::BTreeMap<String, String>,
+    objects: &mut [DynamicObject],
+) -> Result<(), Failure> {
+    crate::images::pin(objects, digests).map_err(|missing| {
         Refusal::new(
             Reason::ImageDigestMissing,
             format!(
-                "{field}: ConfigMap {namespace}/{name} has no digest for {}",
+                "spec.imageDigests: ConfigMap {namespace}/{name} has no digest for {}",
                 missing.join(", ")
             ),
         )

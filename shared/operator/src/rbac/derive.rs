@@ -50,6 +50,9 @@ pub fn component_rules(
         objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
     }
     let mut rules = bundle_rules(&objects);
+    // Every component operator writes ClusterRoles (its claim role at
+    // least): what RBAC cannot limit of them is pinned by admission.
+    rules.pins = Some(super::pins::pins(&objects));
     rules.cluster.extend(own_kind(own.0, own.1));
     // The engine claims a component's cluster scope by creating, reading,
     // taking over and finally deleting one empty ClusterRole.
@@ -71,10 +74,13 @@ pub fn component_rules(
         &["customresourcedefinitions"],
         READ,
     ));
-    // Pods are read to say why a workload is not available; a ConfigMap of
-    // image digests (`imageDigests`) is read where the CR is.
+    // Pods are read to say why a workload is not available; the ConfigMaps
+    // a CR names (`imageDigests`, `overridesConfigMap`) are read where the
+    // CR is, and watched (metadata only) so an edit reconciles at once.
     rules.namespaced.push(rule("", &["pods"], &["get", "list"]));
-    rules.namespaced.push(rule("", &["configmaps"], &["get"]));
+    rules
+        .namespaced
+        .push(rule("", &["configmaps"], &["get", "list", "watch"]));
     // Events on the component CR: refusals, repairs, prunes, upgrades,
     // readiness, what a prune or a removal kept and why.
     rules

@@ -20,6 +20,7 @@
 
 mod check;
 mod derive;
+pub mod pins;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -109,6 +110,10 @@ pub struct Rules {
     /// The names each cluster-scoped resource may be created with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<Creates>,
+    /// What the chart's admission policy pins of the ClusterRoles the
+    /// operator writes (see `pins`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<pins::Pins>,
 }
 
 /// The names objects of one cluster-scoped resource may be created with.
@@ -317,6 +322,11 @@ mod tests {
                 resource: "namespaces".into(),
                 names: vec!["istio-system".into()],
             }],
+            pins: Some(pins::Pins {
+                aggregation_rule: "!has(object.aggregationRule)".into(),
+                aggregation_labels: "k.contains('aggregate-to-')".into(),
+                aggregated_rules: "true".into(),
+            }),
         };
         let text = rules.to_yaml().expect("yaml");
         let back: Rules = serde_saphyr::from_str(&text).expect("parse");
