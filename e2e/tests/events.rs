@@ -48,7 +48,13 @@ fn count(events: &[(String, String)], reason: &str) -> usize {
 async fn describe_shows_what_changed_once_and_nothing_at_rest() {
     let (client, _g) = prepare(&["Training"], &["training"]).await;
     let ns = TestNamespace::new(&client, "events").await;
-    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
+    // The chart's default log filter (kube-runtime's own spans left out):
+    // the operator's lines must name the CR by themselves.
+    let op = OperatorProcess::start_with_env(
+        "kubeflow-training-operator",
+        &[],
+        &[("RUST_LOG", "info,kube_client=warn,kube_runtime=warn")],
+    );
     let trainings = component_api(&client, &ns.name, "Training");
     let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
     apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
@@ -142,5 +148,45 @@ async fn describe_shows_what_changed_once_and_nothing_at_rest() {
         "Events at rest"
     );
     kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", TIMEOUT).await;
+
+    // Every line a reconcile logged names the CR it was about.
+    let log = without_colours(&op.log_text());
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            [
+                "refused",
+                "repaired drift",
+                "applied",
+                "cleanup",
+                "reconcile failed",
+            ]
+            .iter()
+            .any(|m| l.contains(m))
+        })
+        .collect();
+    assert!(told.len() >= 4, "{log}");
+    let object = format!("object={}/kubeflow", ns.name);
+    for line in told {
+        assert!(line.contains(&object), "{line}");
+    }
     ns.delete().await;
+}
+
+/// A log's text without its terminal colour codes.
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

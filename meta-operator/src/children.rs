@@ -5,8 +5,7 @@
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kubeflow_api::kubeflow::{ComponentEntry, ManagementState};
-use kubeflow_api::{Kubeflow, Platform};
-use serde::Serialize;
+use kubeflow_api::{ComponentSpec, Kubeflow, Platform};
 use serde_json::{Map, Value, json};
 
 use crate::component_kind::ComponentKind;
@@ -23,18 +22,41 @@ pub struct Child {
     pub spec: Map<String, Value>,
 }
 
-fn stated<S: Serialize>(entry: Option<&ComponentEntry<S>>) -> (bool, Map<String, Value>) {
-    match entry {
-        None => (false, Map::new()),
-        Some(e) => {
-            let spec = e.spec.as_ref().and_then(|s| serde_json::to_value(s).ok());
-            let map = match spec {
-                Some(Value::Object(m)) => m,
-                _ => Map::new(),
-            };
-            (e.management_state == ManagementState::Managed, map)
-        }
+/// A component's child spec, typed: the fields its entry states, and the
+/// shared settings the `Kubeflow` CR fills in where the entry leaves them
+/// (the release's version, the resolved platform, the mirror, the digest
+/// map, the upgrade strategy). Approval is the `Kubeflow` CR's (see
+/// approval.rs): an entry's own approvedPlan would bypass the release's
+/// digest, so it is dropped.
+fn stated<S: ComponentSpec>(
+    entry: Option<&ComponentEntry<S>>,
+    kf: &Kubeflow,
+    version: Option<&str>,
+    platform: Platform,
+) -> (bool, Map<String, Value>) {
+    let managed = entry.is_some_and(|e| e.management_state == ManagementState::Managed);
+    let mut spec = entry.and_then(|e| e.spec.clone()).unwrap_or_default();
+    let common = spec.common_mut();
+    // A version the Kubeflow CR pins for the component wins over the release table.
+    if common.version.is_none() {
+        common.version = version.map(str::to_string);
     }
+    common.platform = Some(platform);
+    if common.image_registry.is_none() {
+        common.image_registry.clone_from(&kf.spec.image_registry);
+    }
+    if common.image_digests.is_none() {
+        common.image_digests.clone_from(&kf.spec.image_digests);
+    }
+    common.approved_plan = None;
+    if common.upgrade_strategy.is_none() {
+        common.upgrade_strategy = kf.spec.upgrade_strategy;
+    }
+    let map = match serde_json::to_value(&spec) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    (managed, map)
 }
 
 /// Every component's child, in [`ComponentKind::ORDER`].
@@ -43,36 +65,15 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
     ComponentKind::ORDER
         .iter()
         .map(|&component| {
-            let (managed, mut spec) = match component {
-                ComponentKind::Istio => stated(c.istio.as_ref()),
-                ComponentKind::Training => stated(c.training.as_ref()),
-                ComponentKind::Trainer => stated(c.trainer.as_ref()),
-                ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref()),
-                ComponentKind::Pipelines => stated(c.pipelines.as_ref()),
-                ComponentKind::Serving => stated(c.serving.as_ref()),
+            let v = release.component(component);
+            let (managed, spec) = match component {
+                ComponentKind::Istio => stated(c.istio.as_ref(), kf, v, platform),
+                ComponentKind::Training => stated(c.training.as_ref(), kf, v, platform),
+                ComponentKind::Trainer => stated(c.trainer.as_ref(), kf, v, platform),
+                ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref(), kf, v, platform),
+                ComponentKind::Pipelines => stated(c.pipelines.as_ref(), kf, v, platform),
+                ComponentKind::Serving => stated(c.serving.as_ref(), kf, v, platform),
             };
-            // A version the Kubeflow CR pins for the component wins over the release table.
-            if let Some(v) = release.component(component) {
-                spec.entry("version").or_insert_with(|| json!(v));
-            }
-            spec.insert(
-                "platform".into(),
-                serde_json::to_value(platform).unwrap_or(Value::Null),
-            );
-            if let Some(registry) = &kf.spec.image_registry {
-                spec.entry("imageRegistry")
-                    .or_insert_with(|| json!(registry));
-            }
-            if let Some(digests) = &kf.spec.image_digests {
-                spec.entry("imageDigests").or_insert_with(|| json!(digests));
-            }
-            // Approval is the Kubeflow CR's (see approval.rs): a component
-            // entry's own approvedPlan would bypass the release's digest.
-            spec.remove("approvedPlan");
-            if let Some(strategy) = kf.spec.upgrade_strategy {
-                spec.entry("upgradeStrategy")
-                    .or_insert_with(|| serde_json::to_value(strategy).unwrap_or(Value::Null));
-            }
             Child {
                 component,
                 managed,

@@ -13,7 +13,7 @@ pub mod status;
 
 pub use common::*;
 pub use components::{
-    ComponentResource,
+    ComponentResource, ComponentSpec,
     device_plugins::{
         DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginStatus,
         PluginType,

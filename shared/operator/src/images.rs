@@ -28,7 +28,7 @@ use kube::api::DynamicObject;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::apply::describe;
+use crate::kinds::describe;
 use crate::kinds::kind;
 
 /// Marks the path of an image a Helm `hub` composes: listed for mirroring,

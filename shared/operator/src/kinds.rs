@@ -1,6 +1,8 @@
 //! What the library knows of kinds without asking the API: apply order and
 //! which built-in kinds are cluster-scoped.
 
+use std::fmt;
+
 use kube::api::DynamicObject;
 
 /// Built-in cluster-scoped kinds that appear in component bundles.
@@ -162,6 +164,72 @@ pub fn custom_kinds(objects: &[DynamicObject]) -> Vec<String> {
             Some(format!("{k}.{g}"))
         })
         .collect()
+}
+
+/// One object's identity: `Kind.group`, namespace ("" when cluster-scoped)
+/// and name. Shown as "Kind namespace/name" or "Kind name".
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// `Kind.group` (`Kind` for the core group).
+    pub group_kind: String,
+    /// Namespace, "" for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an object.
+    pub fn of(obj: &DynamicObject) -> Self {
+        ObjectKey {
+            group_kind: group_kind(obj),
+            namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+            name: obj.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The kind, without its group.
+    pub fn kind(&self) -> &str {
+        self.group_kind.split('.').next().unwrap_or("")
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind(), self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind(), self.namespace, self.name)
+        }
+    }
+}
+
+/// "Kind namespace/name" or "Kind name".
+pub fn describe(obj: &DynamicObject) -> String {
+    let name = obj.metadata.name.as_deref().unwrap_or("");
+    match &obj.metadata.namespace {
+        Some(ns) => format!("{} {ns}/{name}", kind(obj)),
+        None => format!("{} {name}", kind(obj)),
+    }
+}
+
+/// Kinds (`Kind.group`) whose objects hold nothing but what is rendered.
+const RECREATABLE: &[&str] = &[
+    "Deployment.apps",
+    "DaemonSet.apps",
+    "StatefulSet.apps",
+    "ReplicaSet.apps",
+    "Job.batch",
+    "Service",
+    "RoleBinding.rbac.authorization.k8s.io",
+    "ClusterRoleBinding.rbac.authorization.k8s.io",
+];
+
+/// Whether objects of a kind (`Kind.group`) may be recreated at all when
+/// their live state refuses the desired one (an object may still be kept
+/// for what its live state holds: see the apply engine's `recreation`).
+pub fn may_recreate(group_kind: &str) -> bool {
+    RECREATABLE.contains(&group_kind)
 }
 
 #[cfg(test)]

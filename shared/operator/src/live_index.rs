@@ -26,7 +26,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::apply::ObjectKey;
+use crate::kinds::ObjectKey;
 use crate::watches::WatchBackoff;
 
 /// A managed object as its watch holds it: metadata only.

@@ -11,7 +11,7 @@ use std::fmt;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use crate::apply::ObjectKey;
+use crate::kinds::ObjectKey;
 
 /// Fields the API server refuses to change in place, per kind (`Kind.group`),
 /// as JSON pointers, with the name the plan gives the change.
@@ -120,7 +120,7 @@ impl Plan {
                 continue;
             }
             if let Some(why) = immutable_change(&key.group_kind, was, value) {
-                if crate::apply::may_recreate(&key.group_kind) {
+                if crate::kinds::may_recreate(&key.group_kind) {
                     plan.recreated.insert(key.clone(), why);
                 } else {
                     plan.held.insert(key.clone(), why);

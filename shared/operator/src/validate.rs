@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use kubeflow_api::{IMAGE_MAX_LENGTH, IMAGE_PATTERN};
 use regex::Regex;
 
-use crate::apply::diff::quantity;
+use crate::quantity::quantity;
 
 fn image_grammar() -> Option<&'static Regex> {
     static GRAMMAR: OnceLock<Option<Regex>> = OnceLock::new();

@@ -100,20 +100,36 @@ pub trait ComponentResource:
     }
 }
 
+/// A component's spec: its own settings beside the shared ones.
+pub trait ComponentSpec: Serialize + Default + Clone {
+    /// The settings every component shares, to set (the `Kubeflow` CR
+    /// fills in the version, platform, mirror and upgrade strategy).
+    fn common_mut(&mut self) -> &mut CommonSpec;
+}
+
 macro_rules! component {
-    ($kind:ty, $name:literal) => {
+    ($kind:ty, $spec:ty, $name:literal) => {
         impl ComponentResource for $kind {
             const COMPONENT: &'static str = $name;
             fn common(&self) -> &CommonSpec {
                 &self.spec.common
             }
         }
+        impl ComponentSpec for $spec {
+            fn common_mut(&mut self) -> &mut CommonSpec {
+                &mut self.common
+            }
+        }
     };
 }
 
-component!(training::Training, "training");
-component!(trainer::Trainer, "trainer");
-component!(serving::Serving, "serving");
-component!(pipelines::Pipelines, "pipelines");
-component!(istio::Istio, "istio");
-component!(device_plugins::DevicePlugins, "device-plugins");
+component!(training::Training, training::TrainingSpec, "training");
+component!(trainer::Trainer, trainer::TrainerSpec, "trainer");
+component!(serving::Serving, serving::ServingSpec, "serving");
+component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
+component!(istio::Istio, istio::IstioSpec, "istio");
+component!(
+    device_plugins::DevicePlugins,
+    device_plugins::DevicePluginsSpec,
+    "device-plugins"
+);

@@ -130,7 +130,7 @@ pub(super) fn keep_grown_volume(desired: &mut DynamicObject, live: &Value) {
     ) else {
         return;
     };
-    let size = |text: &str| super::diff::quantity(text);
+    let size = |text: &str| crate::quantity::quantity(text);
     if let (Some(theirs), Some(mine)) = (size(live_text), ours.as_str().and_then(size))
         && theirs > mine
     {

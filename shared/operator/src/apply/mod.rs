@@ -28,6 +28,7 @@ mod responses;
 mod waves;
 mod whole;
 
+pub use crate::kinds::{ObjectKey, describe};
 pub use error::ApplyError;
 pub use fields::drop_foreign_fields;
 pub use members::Member;
@@ -35,7 +36,6 @@ pub use prune::Released;
 pub use recreation::{Held, may_recreate, summary as held_summary};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -44,58 +44,10 @@ use kube::api::{Api, ApiResource, DynamicObject};
 
 use crate::discovery::{ApiResolver, Resolved};
 use crate::inventory::Inventory;
-use crate::kinds::{self, kind};
 use error::classify;
 
 /// How many API requests the engine keeps in flight at once.
 const CONCURRENCY: usize = 16;
-
-/// One object's identity: `Kind.group`, namespace ("" when cluster-scoped)
-/// and name. Shown as "Kind namespace/name" or "Kind name".
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    /// `Kind.group` (`Kind` for the core group).
-    pub group_kind: String,
-    /// Namespace, "" for cluster-scoped objects.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of an object.
-    pub fn of(obj: &DynamicObject) -> Self {
-        ObjectKey {
-            group_kind: kinds::group_kind(obj),
-            namespace: obj.metadata.namespace.clone().unwrap_or_default(),
-            name: obj.metadata.name.clone().unwrap_or_default(),
-        }
-    }
-
-    /// The kind, without its group.
-    pub fn kind(&self) -> &str {
-        self.group_kind.split('.').next().unwrap_or("")
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind(), self.name)
-        } else {
-            write!(f, "{} {}/{}", self.kind(), self.namespace, self.name)
-        }
-    }
-}
-
-/// "Kind namespace/name" or "Kind name".
-pub fn describe(obj: &DynamicObject) -> String {
-    let name = obj.metadata.name.as_deref().unwrap_or("");
-    match &obj.metadata.namespace {
-        Some(ns) => format!("{} {ns}/{name}", kind(obj)),
-        None => format!("{} {name}", kind(obj)),
-    }
-}
 
 /// What an apply did.
 #[derive(Debug, Default)]

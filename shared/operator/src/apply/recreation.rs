@@ -19,18 +19,6 @@ use serde_json::Value;
 use super::ObjectKey;
 use crate::kinds;
 
-/// Kinds (`Kind.group`) whose objects hold nothing but what is rendered.
-const RECREATABLE: &[&str] = &[
-    "Deployment.apps",
-    "DaemonSet.apps",
-    "StatefulSet.apps",
-    "ReplicaSet.apps",
-    "Job.batch",
-    "Service",
-    "RoleBinding.rbac.authorization.k8s.io",
-    "ClusterRoleBinding.rbac.authorization.k8s.io",
-];
-
 /// Kinds kept because of what they hold, with what that is (for the message).
 const HOLDS: &[(&str, &str)] = &[
     ("PersistentVolumeClaim", "its volume's data"),
@@ -52,11 +40,7 @@ pub enum OnRefusal {
     Keep(&'static str),
 }
 
-/// Whether objects of a kind (`Kind.group`) may be recreated at all (an
-/// object may still be kept for what its live state holds, see `on_refusal`).
-pub fn may_recreate(group_kind: &str) -> bool {
-    RECREATABLE.contains(&group_kind)
-}
+pub use crate::kinds::may_recreate;
 
 /// The decision for `desired` (whose live copy is `live`); `retained`: the
 /// component keeps the object beyond its own life (a kept volume or CRD).
@@ -68,7 +52,7 @@ pub fn on_refusal(desired: &DynamicObject, live: &DynamicObject, retained: bool)
     if retained {
         return OnRefusal::Keep("what the component keeps beyond its own life");
     }
-    if !RECREATABLE.contains(&group_kind.as_str()) {
+    if !may_recreate(&group_kind) {
         return OnRefusal::Keep(
             "state of its own (only workloads, bindings and Services are recreated)",
         );

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::apply::ObjectKey;
+use crate::kinds::ObjectKey;
 
 /// The CR (namespace, name) each applied object belongs to.
 #[derive(Clone, Default)]
