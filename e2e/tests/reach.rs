@@ -304,6 +304,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         v["rules"].as_array().map_or(0, Vec::len)
     };
     let view_before = rule_count("view");
+    let everything = r#"{"rules":[{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}]}"#;
     let select_admin = r#"{"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"kubernetes.io/bootstrapping":"rbac-defaults"}}]}}"#;
     let mut tried = 0;
     for c in COMPONENTS {
@@ -362,7 +363,15 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             );
             let (wrote, err) = kubectl_as(
                 &kubeconfig,
-                &["patch", "clusterrole", &role, "--type", "json", "-p", widen],
+                &[
+                    "patch",
+                    "clusterrole",
+                    &role,
+                    "--type",
+                    "merge",
+                    "-p",
+                    everything,
+                ],
             );
             assert!(!wrote, "{c} wrote the rules of the aggregated {role}");
             assert!(

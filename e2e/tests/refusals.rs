@@ -301,3 +301,81 @@ spec:
     kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", TIMEOUT).await;
     ns.delete().await;
 }
+
+/// Input that echoes into a refusal (a value of 100 KB, a key of 40 KB, a
+/// digest-map line of 40 KB) is refused with a bounded message, at the
+/// current generation: the status write never fails on its size (the old
+/// `Ready=True` stood while the write was retried for ever).
+#[tokio::test]
+async fn huge_input_gets_a_bounded_refusal_at_its_generation() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
+    let ns = TestNamespace::new(&client, "huge").await;
+    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+    let line = format!("{} sha256:{}", "a".repeat(40_000), "0".repeat(64));
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: huge}}\ndata:\n  digests: \"{line}\"\n"),
+    )
+    .await;
+    let cases = [
+        (
+            "selector",
+            format!("nodeSelector: {{zone: \"{}\"}}", "z".repeat(100_000)),
+        ),
+        (
+            "key",
+            format!("images: {{\"{}\": \"a/b:1\"}}", "k".repeat(40_000)),
+        ),
+        ("digests", "imageDigests: huge".to_string()),
+    ];
+    for (name, field) in &cases {
+        let yaml = format!(
+            "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {{name: {name}}}\nspec: {{version: v1.9.2, {field}}}\n"
+        );
+        let file =
+            std::env::temp_dir().join(format!("kubeflow-huge-{}-{name}.yaml", std::process::id()));
+        std::fs::write(&file, &yaml).expect("write");
+        let out = run_tool(
+            "kubectl",
+            &[
+                "apply",
+                "--server-side",
+                "-n",
+                &ns.name,
+                "-f",
+                &file.display().to_string(),
+            ],
+        );
+        let _ = std::fs::remove_file(&file);
+        if !out.status.success() {
+            // Refused at the door by the schema: bounded there.
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.len() < 8192 || err.contains("Too long") || err.contains("too long"),
+                "{name}: {} bytes",
+                err.len()
+            );
+            continue;
+        }
+        let cr = wait_condition(&trainings, name, "Degraded", "True", TIMEOUT).await;
+        let (_, reason, message, generation) = condition(&cr, "Ready").expect("Ready");
+        assert!(
+            message.len() <= 4096,
+            "{name}: a {} byte message ({reason})",
+            message.len()
+        );
+        assert_eq!(
+            generation, cr.metadata.generation,
+            "{name}: at its generation"
+        );
+        assert_eq!(
+            written(&client, &ns.name, "training").await,
+            0,
+            "{name}: nothing written"
+        );
+        kubeflow_e2e::component::delete_and_wait(&trainings, name, TIMEOUT).await;
+    }
+    ns.delete().await;
+}

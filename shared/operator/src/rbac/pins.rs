@@ -88,15 +88,18 @@ pub fn pins(objects: &[DynamicObject]) -> Pins {
              ({allowed_selector}))"
         ),
         aggregation_labels: format!(
-            "!has(object.metadata.labels) || object.metadata.labels.all(k, \
-             !k.contains('aggregate-to-') || \
+            "!has(object.metadata.labels) || type(object.metadata.labels) == null_type || \
+             object.metadata.labels.all(k, !k.contains('aggregate-to-') || \
              (object.metadata.name + ' ' + k + '=' + object.metadata.labels[k]) in [{}])",
             allowed_labels.join(", ")
         ),
+        // A list the API server holds as null (`rules` of a role with none)
+        // has no size: null and empty are alike here.
         aggregated_rules: "!has(object.aggregationRule) || (oldObject == null ? \
-             (!has(object.rules) || size(object.rules) == 0) : \
-             (has(object.rules) == has(oldObject.rules) && \
-             (!has(object.rules) || object.rules == oldObject.rules)))"
+             (!has(object.rules) || type(object.rules) == null_type || size(object.rules) == 0) : \
+             ((!has(object.rules) || type(object.rules) == null_type || size(object.rules) == 0) ? \
+             (!has(oldObject.rules) || type(oldObject.rules) == null_type || size(oldObject.rules) == 0) : \
+             (has(oldObject.rules) && type(oldObject.rules) != null_type && object.rules == oldObject.rules)))"
             .to_string(),
     }
 }
