@@ -379,3 +379,88 @@ async fn huge_input_gets_a_bounded_refusal_at_its_generation() {
     }
     ns.delete().await;
 }
+
+/// A real passing API failure (a webhook of the cluster that cannot be
+/// reached answers every Deployment write with a 500): `Ready=False` at
+/// once with the API's message, `Degraded` when the same failure comes a
+/// third time, and back to `Ready` by itself once the webhook is gone.
+#[tokio::test]
+async fn a_failing_api_makes_the_resource_not_ready_then_degraded() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
+    let ns = TestNamespace::new(&client, "apifail").await;
+    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n",
+    )
+    .await;
+    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let hook = format!("e2e-unreachable-{}", ns.name);
+    apply_yaml(
+        &client,
+        "",
+        &format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {hook}}}
+webhooks:
+  - name: unreachable.e2e.kubeflow.org
+    clientConfig: {{url: "https://127.0.0.1:1/validate"}}
+    rules:
+      - {{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], resources: [deployments]}}
+    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
+    failurePolicy: Fail
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    timeoutSeconds: 2
+"#,
+            ns = ns.name
+        ),
+    )
+    .await;
+    wait_for("the webhook in force", TIMEOUT, || async {
+        let out = run_tool(
+            "kubectl",
+            &[
+                "-n",
+                &ns.name,
+                "annotate",
+                "deployment",
+                "training-operator",
+                "e2e/probe=1",
+                "--overwrite",
+            ],
+        );
+        (!out.status.success()).then_some(())
+    })
+    .await;
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        serde_json::json!({"spec": {"replicas": 2}}),
+    )
+    .await;
+    let not_ready = wait_for("Ready=False (ApiError)", TIMEOUT, || async {
+        let cr = trainings.get("kubeflow").await.ok()?;
+        let (status, reason, message, generation) = condition(&cr, "Ready")?;
+        (status == "False" && reason == "ApiError" && generation == cr.metadata.generation)
+            .then_some(message)
+    })
+    .await;
+    assert!(not_ready.contains("failed calling webhook"), "{not_ready}");
+    let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    assert_eq!(
+        condition(&cr, "Degraded").map(|c| c.1).as_deref(),
+        Some("ApiError"),
+        "Degraded when the same failure repeats"
+    );
+    let _ = run_tool(
+        "kubectl",
+        &["delete", "validatingwebhookconfiguration", &hook],
+    );
+    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}
