@@ -63,10 +63,40 @@ async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash()
         "repairs took {since_return:?} after the API server returned"
     );
 
-    // etcd paused for 20 s: requests hang, then everything resumes.
+    // etcd paused for 20 s: requests hang, then everything resumes. A
+    // leader (here the device-plugins operator, with a 5 s Lease) cannot
+    // renew its Lease meanwhile, which then expires: it stops leading (its
+    // gauge falls to 0) instead of reporting itself leader throughout.
+    let leader = OperatorProcess::start_with_env(
+        "kubeflow-device-plugins-operator",
+        &["--leader-elect"],
+        &[("LEASE_DURATION_SECONDS", "5"), ("POD_NAMESPACE", &ns.name)],
+    );
+    let leading = |text: &str| kubeflow_e2e::operator::metric_sum(text, "kubeflow_leader", &[]);
+    wait_for("the leader gauge at 1", TIMEOUT, || async {
+        (leading(&leader.metrics().await) == 1.0).then_some(())
+    })
+    .await;
     cluster_cmd(&["pause", "etcd"]).expect("pause etcd");
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    let paused = Instant::now();
+    let stepped_down = wait_for(
+        "the leader to stop leading",
+        Duration::from_secs(18),
+        || async { (leading(&leader.metrics().await) == 0.0).then_some(paused.elapsed()) },
+    )
+    .await;
+    eprintln!("etcd paused: the leader stepped down after {stepped_down:?} (Lease 5 s)");
+    assert!(
+        leader
+            .log_text()
+            .contains("could not confirm the leader Lease"),
+        "stepped down for the Lease it could not renew: {}",
+        leader.log_text()
+    );
+    let rest = Duration::from_secs(20).saturating_sub(paused.elapsed());
+    tokio::time::sleep(rest).await;
     cluster_cmd(&["resume", "etcd"]).expect("resume etcd");
+    drop(leader);
     wait_serving(&client).await;
     let after_pause = repair_time(&deployments, "training-operator", Duration::from_secs(30)).await;
     eprintln!("after a 20 s etcd pause: Deployment repaired in {after_pause:?}");

@@ -97,6 +97,19 @@ async fn bad_input_is_refused_and_writes_nothing() {
         ),
     );
     assert!(msg.contains("args"), "{msg}");
+    // A 100 KB gateway name (it was written into KServe's ConfigMap as is).
+    let msg = refused_by_schema(
+        &ns.name,
+        &format!(
+            "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {{name: long-gateway}}\nspec: {{version: v0.16.0, ingressGateway: \"kubeflow/{}\"}}\n",
+            "g".repeat(100_000)
+        ),
+    );
+    assert!(
+        msg.contains("ingressGateway"),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
 
     // The operators: what the schema cannot see.
     let training = OperatorProcess::start("kubeflow-training-operator", &[]);

@@ -82,6 +82,25 @@ impl Engine {
                         }
                     }
                 }
+                // A policy of the cluster refused the write: never a reason
+                // to recreate (the policy would be bypassed); an object that
+                // holds data is kept and reported as for any refusal, the rest
+                // fails the apply naming the policy.
+                Err(ApplyError::Admission { object, message }) => {
+                    let kept = p.live.as_ref().and_then(|live| {
+                        match recreation::on_refusal(&p.desired, live, retained(&p.desired)) {
+                            OnRefusal::Keep(holds) => Some(holds),
+                            OnRefusal::Recreate => None,
+                        }
+                    });
+                    let Some(holds) = kept else {
+                        return Err(ApplyError::Admission { object, message });
+                    };
+                    tracing::warn!(object, error = %message, "a policy refuses the desired state; the object is kept as it is");
+                    isolation
+                        .held
+                        .insert(p.key(), Held::new(p.key(), &message, holds));
+                }
                 Err(e) => return Err(e),
             }
         }
