@@ -16,6 +16,15 @@ use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
+/// Resumes a paused etcd when dropped.
+struct ResumeEtcd;
+
+impl Drop for ResumeEtcd {
+    fn drop(&mut self) {
+        let _ = cluster_cmd(&["resume", "etcd"]);
+    }
+}
+
 async fn wait_serving(client: &kube::Client) {
     wait_for("the API server to serve", TIMEOUT, || async {
         Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
@@ -78,6 +87,9 @@ async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash()
     })
     .await;
     cluster_cmd(&["pause", "etcd"]).expect("pause etcd");
+    // Resumed whatever happens: a failing wait must not leave the cluster
+    // (and the other test of this binary) without etcd.
+    let resume = ResumeEtcd;
     let paused = Instant::now();
     let stepped_down = wait_for(
         "the leader to stop leading",
@@ -95,7 +107,7 @@ async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash()
     );
     let rest = Duration::from_secs(20).saturating_sub(paused.elapsed());
     tokio::time::sleep(rest).await;
-    cluster_cmd(&["resume", "etcd"]).expect("resume etcd");
+    drop(resume);
     drop(leader);
     wait_serving(&client).await;
     let after_pause = repair_time(&deployments, "training-operator", Duration::from_secs(30)).await;

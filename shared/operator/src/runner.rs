@@ -187,7 +187,16 @@ fn confirm_leadership(
         let mut confirmed = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(period).await;
-            match leases.get_opt(&name).await {
+            // With etcd down a read hangs until the API server gives up (a
+            // minute): a read that takes longer than a period counts as failed.
+            let read = tokio::time::timeout(period, leases.get_opt(&name))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(kube::Error::Service(
+                        "reading the Lease took longer than its renewal period".into(),
+                    ))
+                });
+            match read {
                 Ok(Some(lease))
                     if lease
                         .spec
