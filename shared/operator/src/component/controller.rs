@@ -37,6 +37,8 @@ pub(super) struct Context<C: Component> {
     pub(super) owners: super::owners::Owners,
     /// What each CR's referenced ConfigMaps held when last read.
     pub(super) last_read: super::last_read::LastRead,
+    /// The released objects each CR's last reconcile reported.
+    pub(super) released: super::released_memory::ReleasedMemory,
 }
 
 #[async_trait::async_trait]
@@ -80,6 +82,7 @@ impl<C: Component> Reconciler for Context<C> {
         let ns = cr.namespace.clone().unwrap_or_default();
         self.owners.forget(&ns, &cr.name);
         self.last_read.forget(&ns, &cr.name);
+        self.released.forget(&ns, &cr.name);
         let _ = self.tools.metrics.managed_objects.remove_label_values(&[
             &self.tools.name,
             &ns,
@@ -136,6 +139,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         detected_platform: Mutex::new(None),
         owners: owners.clone(),
         last_read: Default::default(),
+        released: Default::default(),
     };
     let api: Api<C::Resource> = Api::all(rt.client.clone());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())

@@ -17,6 +17,7 @@ mod controller;
 mod last_read;
 mod owners;
 mod reconcile;
+mod released_memory;
 mod removal;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

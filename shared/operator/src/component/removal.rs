@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use kube::Resource;
 use kube::api::DynamicObject;
+use kube::{Resource, ResourceExt};
 use kubeflow_api::{ComponentResource, CrdPolicy, ReleasedObject};
 
 use super::Component;
@@ -38,8 +38,9 @@ pub(super) async fn released<C: Component>(
             )
         })
         .collect();
+    let (namespace, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
     let mut out = Vec::new();
-    for r in earlier {
+    for r in &ctx.released.merged(&namespace, &name, earlier) {
         let key = (r.kind.clone(), r.namespace.clone(), r.name.clone());
         if !managed.contains(&key) && ctx.engine.exists(&r.kind, &r.namespace, &r.name).await? {
             out.push(r.clone());
@@ -62,6 +63,7 @@ pub(super) async fn released<C: Component>(
             message: r.message.clone(),
         });
     }
+    ctx.released.keep(&namespace, &name, &out);
     Ok(out)
 }
 
