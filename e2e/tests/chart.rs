@@ -45,7 +45,6 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
             .filter(|o| o.metadata.name.as_deref() == Some(&name))
             .filter_map(|o| o.metadata.namespace.clone())
             .collect::<Vec<_>>();
-        // (and, where its bundles hold Roles, a `-grants` Role beside each)
         let expected: Vec<String> = if c == "meta" {
             vec![]
         } else {
@@ -102,19 +101,13 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
 fn chart_roles_name_every_verb_resource_and_group() {
     let all = template(&["--set", "monitoring.serviceMonitor.enabled=true"]).expect("renders");
     let mut rules = 0;
-    // The `-grants` roles hold the bundles' own ClusterRole rules as upstream
-    // wrote them (Istio's read-all-of-a-group wildcards among them); see
-    // `the_operators_own_rules_reach_no_further_than_their_names`.
+    // No role of the chart holds a bundle's rules (Istio's read-all-of-a-group
+    // wildcards among them): the operators escalate and bind their bundles'
+    // roles by name, pinned by admission.
     for role in all.iter().filter(|o| {
         o.types
             .as_ref()
             .is_some_and(|t| t.kind == "ClusterRole" || t.kind == "Role")
-            && !o
-                .metadata
-                .name
-                .as_deref()
-                .unwrap_or("")
-                .ends_with("-grants")
     }) {
         let name = role.metadata.name.clone().unwrap_or_default();
         for rule in role.data["rules"].as_array().expect("rules") {
@@ -165,15 +158,10 @@ const GUARDED: &[&str] = &[
 #[test]
 fn the_operators_own_rules_reach_no_further_than_their_names() {
     let all = template(&[]).expect("renders");
-    for role in all.iter().filter(|o| {
-        o.types.as_ref().is_some_and(|t| t.kind == "ClusterRole")
-            && !o
-                .metadata
-                .name
-                .as_deref()
-                .unwrap_or("")
-                .ends_with("-grants")
-    }) {
+    for role in all
+        .iter()
+        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ClusterRole"))
+    {
         let name = role.metadata.name.clone().unwrap_or_default();
         for rule in role.data["rules"].as_array().into_iter().flatten() {
             let list = |f: &str| -> Vec<String> {
@@ -246,6 +234,42 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
                 "system:serviceaccount:kubeflow-system:kf-{c}-operator"
             )),
             "{c}: {matched}"
+        );
+        // And every write of a role, binding, webhook configuration or
+        // workload is pinned to the bundles' contents by another, whose
+        // allowed namespaces are the chart's.
+        let pins = all
+            .iter()
+            .find(|o| {
+                o.types
+                    .as_ref()
+                    .is_some_and(|t| t.kind == "ValidatingAdmissionPolicy")
+                    && o.metadata.name.as_deref() == Some(&format!("kf-{c}-operator-pins"))
+            })
+            .unwrap_or_else(|| panic!("{c}: no pins policy"));
+        let resources: Vec<&str> = pins.data["spec"]["matchConstraints"]["resourceRules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["resources"][0].as_str())
+            .collect();
+        for r in [
+            "clusterroles",
+            "roles",
+            "clusterrolebindings",
+            "rolebindings",
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations",
+            "deployments",
+            "statefulsets",
+            "daemonsets",
+        ] {
+            assert!(resources.contains(&r), "{c}: pins do not cover {r}");
+        }
+        assert_eq!(
+            pins.data["spec"]["variables"][0],
+            serde_json::json!({"name": "allowedNamespaces", "expression": "['kubeflow', 'istio-system']"}),
+            "{c}"
         );
     }
 }

@@ -108,8 +108,7 @@ fn each_operator_gets_the_rules_the_chart_grants_it() {
         let sa = format!("kubeflow-{component}-operator");
         let rules =
             yaml_file(&repo_root().join(format!("charts/kubeflow/files/rbac/{component}.yaml")));
-        let mut cluster = list(&rules["cluster"]);
-        cluster.extend(list(&rules["grants"]));
+        let cluster = list(&rules["cluster"]);
         assert_eq!(
             list(rules_of(&strategy(&csv)["clusterPermissions"], &sa)),
             cluster,
@@ -118,7 +117,6 @@ fn each_operator_gets_the_rules_the_chart_grants_it() {
         // The Roles the chart puts in each allowed namespace, then the leader
         // Lease's Role (the chart's, and create: OLM cannot create the Lease).
         let mut namespaced = list(&rules["namespaced"]);
-        namespaced.extend(list(&rules["namespacedGrants"]));
         namespaced.push(serde_json::json!({
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],

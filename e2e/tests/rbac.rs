@@ -58,7 +58,7 @@ async fn an_operator_missing_a_permission_changes_nothing_and_says_so() {
         std::fs::read_to_string(repo_root().join("charts/kubeflow/files/rbac/training.yaml"))
             .expect("chart rules");
     let scoped: Value = serde_saphyr::from_str(&text).expect("rules");
-    let mut rules: Vec<Value> = ["cluster", "namespaced", "grants", "namespacedGrants"]
+    let mut rules: Vec<Value> = ["cluster", "namespaced"]
         .iter()
         .flat_map(|k| scoped[k].as_array().cloned().unwrap_or_default())
         .collect();

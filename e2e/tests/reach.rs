@@ -1,7 +1,10 @@
 //! The operators' reach, tried as an attacker would, against the chart
 //! installed by the demo with the operators running as its ServiceAccounts:
-//! what each token may do (`kubectl auth can-i`), the self-escalation
-//! sequence, and a component CR in a namespace the chart does not allow.
+//! what each token may do (`kubectl auth can-i`, none of what the
+//! controllers it installs may), every self-escalation path tried for real
+//! (widening a role, rebinding, aggregation, webhooks, privileged or
+//! re-accounted workloads) and refused, nobody's rights changed, and a
+//! component CR in a namespace the chart does not allow.
 
 use std::time::Duration;
 
@@ -16,7 +19,7 @@ use kubeflow_e2e::demo::{
 };
 use kubeflow_e2e::wait::wait_for;
 use kubeflow_e2e::{apply_yaml, repo_root, run_tool};
-use kubeflow_operator::rbac::{self, Rules};
+use kubeflow_operator::rbac::Rules;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -123,24 +126,93 @@ const DANGEROUS: &[Action] = &[
     ),
 ];
 
-/// The writes of another party's webhook configuration (indices into
-/// DANGEROUS), and the operators docs/security.md says may make one: their
-/// controllers' roles hold them, so the operators must too.
-const WEBHOOK_WRITES: &[usize] = &[14, 15, 16, 17];
-const MAY_WRITE_OTHERS_WEBHOOKS: &[&str] =
-    &["training", "trainer", "serving", "pipelines", "istio"];
+/// What `kubectl auth can-i --list` says a token may do in `namespace`:
+/// (resource, resource names, verbs) per line.
+fn listed(kubeconfig: &str, namespace: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let out = run_tool(
+        "kubectl",
+        &[
+            "--kubeconfig",
+            kubeconfig,
+            "auth",
+            "can-i",
+            "--list",
+            "-n",
+            namespace,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let brackets = |line: &str| -> Vec<Vec<String>> {
+        line.split('[')
+            .skip(1)
+            .filter_map(|p| p.split(']').next())
+            .map(|p| p.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let resource = line.split_whitespace().next()?.to_string();
+            let lists = brackets(line);
+            // Resources, non-resource URLs, resource names, verbs.
+            (lists.len() == 3).then(|| (resource, lists[1].clone(), lists[2].clone()))
+        })
+        .collect()
+}
 
-/// What no operator may do, whatever the controllers it installs may.
-const NEVER: &[usize] = &[7, 8, 9, 10, 12, 13];
+/// Whether a listed resource is one of `kinds` (`<plural>.<group>` or the
+/// core `<plural>`), or a wildcard.
+fn is_one_of(resource: &str, kinds: &[&str]) -> bool {
+    resource.starts_with('*') || kinds.contains(&resource)
+}
 
-/// Whether the upstream controllers' rules, which the operator holds to
-/// grant them (`grants`), allow the action: the only way an operator may.
-fn grants_allow(rules: &Rules, (verb, group, resource, name, _): Action) -> bool {
-    if name.is_empty() {
-        rbac::allows(&rules.grants, group, resource, verb)
-    } else {
-        rbac::allows_named(&rules.grants, group, resource, verb, name)
-    }
+const WORKLOADS: &[&str] = &[
+    "pods",
+    "deployments.apps",
+    "daemonsets.apps",
+    "statefulsets.apps",
+    "replicasets.apps",
+    "jobs.batch",
+    "cronjobs.batch",
+];
+const GUARDED: &[&str] = &[
+    "clusterroles.rbac.authorization.k8s.io",
+    "clusterrolebindings.rbac.authorization.k8s.io",
+    "roles.rbac.authorization.k8s.io",
+    "rolebindings.rbac.authorization.k8s.io",
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+    "validatingwebhookconfigurations.admissionregistration.k8s.io",
+    "validatingadmissionpolicies.admissionregistration.k8s.io",
+    "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+];
+
+/// The operator's generated rules, as the chart grants them.
+fn rules_of(component: &str) -> Rules {
+    let text = std::fs::read_to_string(
+        repo_root().join(format!("charts/kubeflow/files/rbac/{component}.yaml")),
+    )
+    .expect("rules");
+    serde_saphyr::from_str(&text).expect("rules parse")
+}
+
+/// The names its cluster rules give `verb` on `resource`.
+fn named_in(rules: &Rules, resource: &str, verb: &str) -> Vec<String> {
+    rules
+        .cluster
+        .iter()
+        .filter(|r| {
+            r.verbs.iter().any(|v| v == verb)
+                && r.resources
+                    .as_ref()
+                    .is_some_and(|x| x.iter().any(|x| x == resource))
+        })
+        .flat_map(|r| r.resource_names.clone().unwrap_or_default())
+        .collect()
 }
 
 fn can_i(kubeconfig: &str, (verb, group, resource, name, ns): Action) -> bool {
@@ -183,44 +255,46 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         )
         .await;
 
-    // 1. What each token may do: nothing dangerous but what the upstream
-    // controllers it installs may do, and never the NEVER list.
-    let mut table = Vec::new();
+    // 1. What each token may do: none of the dangerous actions, whatever
+    // the controllers it installs may (it holds none of their rules). Its
+    // whole list, outside the allowed namespaces (cluster-wide rules only):
+    // no Secrets, no pods or workloads, no write of RBAC, webhook
+    // configurations or admission policies but by name (`create`, which
+    // RBAC cannot name, is pinned by admission).
     for c in COMPONENTS {
         let kubeconfig = demo.kubeconfig(c).display().to_string();
-        let text = std::fs::read_to_string(
-            repo_root().join(format!("charts/kubeflow/files/rbac/{c}.yaml")),
-        )
-        .expect("rules");
-        let rules: Rules = serde_saphyr::from_str(&text).expect("rules parse");
-        for (i, action) in DANGEROUS.iter().enumerate() {
-            let may = can_i(&kubeconfig, *action);
-            let inherited = grants_allow(&rules, *action);
-            table.push(format!(
-                "{c}: {action:?} -> {may} (controllers' rules: {inherited})"
-            ));
-            assert_eq!(
-                may, inherited,
-                "{c} {action:?}: allowed {may}, but the controllers' own rules say {inherited}"
+        for action in DANGEROUS {
+            assert!(!can_i(&kubeconfig, *action), "{c} may {action:?}");
+        }
+        let rules = listed(&kubeconfig, "team-a");
+        assert!(rules.len() > 3, "{c}: {rules:?}");
+        for (resource, names, verbs) in &rules {
+            assert!(
+                !is_one_of(resource, &["secrets"]),
+                "{c} reaches Secrets cluster-wide: {verbs:?}"
             );
-            if NEVER.contains(&i) {
-                assert!(!may, "{c} may {action:?}");
+            if is_one_of(resource, WORKLOADS) {
+                assert!(
+                    !verbs
+                        .iter()
+                        .any(|v| v != "get" && v != "list" && v != "watch"),
+                    "{c} may write {resource} cluster-wide: {verbs:?}"
+                );
+            }
+            if is_one_of(resource, GUARDED) && names.is_empty() {
+                for v in verbs {
+                    assert!(
+                        matches!(v.as_str(), "create" | "get" | "list" | "watch"),
+                        "{c} may {v} any {resource}"
+                    );
+                }
+                assert!(
+                    !resource.starts_with("validatingadmissionpolic")
+                        || !verbs.iter().any(|v| v == "create"),
+                    "{c} may create {resource}"
+                );
             }
         }
-    }
-    println!("{}", table.join("\n"));
-    // docs/security.md names who may write another party's webhook
-    // configuration; nobody else may.
-    for c in COMPONENTS {
-        let kubeconfig = demo.kubeconfig(c).display().to_string();
-        let may = WEBHOOK_WRITES
-            .iter()
-            .any(|i| can_i(&kubeconfig, DANGEROUS[*i]));
-        assert_eq!(
-            may,
-            MAY_WRITE_OTHERS_WEBHOOKS.contains(&c),
-            "{c}: docs/security.md says otherwise about other parties' webhook configurations"
-        );
     }
 
     // 2. Self-escalation: widen one's own bundle role, bind cluster-admin,
@@ -256,7 +330,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             &["patch", "clusterrole", role, "--type", "json", "-p", widen],
         );
         assert!(!widened, "{c} widened {role} to everything");
-        assert!(err.contains("forbidden"), "{c}: {err}");
+        assert!(err.contains("rules the bundles give it"), "{c}: {err}");
         assert_eq!(rules(), before, "{role} was changed");
     }
     let (bound, err) = kubectl_as(
@@ -405,6 +479,277 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         "the aggregated roles of Training, Trainer and Serving were tried ({tried})"
     );
     assert_eq!(rule_count("view"), view_before, "view gained rules");
+
+    // Delete, recreate, widen: every role an operator may `escalate` is
+    // widened as that operator; the pins refuse each. A binding deleted
+    // and made again (or patched) for the operator's own account is
+    // refused; the operator puts the bundle's back.
+    let edit_before = rule_count("edit");
+    let admin_before = rule_count("admin");
+    let mut widened_tries = 0;
+    for c in COMPONENTS {
+        let rules = rules_of(c);
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        for role in named_in(&rules, "clusterroles", "escalate") {
+            let live = run_tool("kubectl", &["get", "clusterrole", &role, "-o", "json"]);
+            if !live.status.success() {
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_slice(&live.stdout).expect("role");
+            if v.get("aggregationRule").is_some() {
+                continue;
+            }
+            widened_tries += 1;
+            let (widened, err) = kubectl_as(
+                &kubeconfig,
+                &["patch", "clusterrole", &role, "--type", "json", "-p", widen],
+            );
+            assert!(!widened, "{c} widened {role}");
+            assert!(
+                err.contains("rules the bundles give it"),
+                "{c} {role}: {err}"
+            );
+        }
+    }
+    assert!(widened_tries >= 10, "only {widened_tries} roles tried");
+    for (c, binding, role) in [
+        (
+            "trainer",
+            "jobset-manager-rolebinding",
+            "jobset-manager-role",
+        ),
+        (
+            "serving",
+            "kserve-localmodel-manager-rolebinding",
+            "kserve-localmodel-manager-role",
+        ),
+        ("training", "training-operator", "training-operator"),
+        (
+            "istio",
+            "istiod-clusterrole-istio-system",
+            "istiod-clusterrole-istio-system",
+        ),
+    ] {
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        let own = format!("--serviceaccount={OPERATOR_NAMESPACE}:{RELEASE}-{c}-operator");
+        let subjects = || {
+            tool_ok(
+                "kubectl",
+                &[
+                    "get",
+                    "clusterrolebinding",
+                    binding,
+                    "-o",
+                    "jsonpath={.subjects}",
+                ],
+            )
+        };
+        let bundled = subjects();
+        let (deleted, err) = kubectl_as(&kubeconfig, &["delete", "clusterrolebinding", binding]);
+        assert!(deleted, "{c} may delete its own {binding}: {err}");
+        let (made, err) = kubectl_as(
+            &kubeconfig,
+            &[
+                "create",
+                "clusterrolebinding",
+                binding,
+                "--clusterrole",
+                role,
+                &own,
+            ],
+        );
+        // The operator may have put the bundle's back first.
+        assert!(!made, "{c} bound {role} to itself");
+        assert!(
+            err.contains("roleRef and subjects") || err.contains("AlreadyExists"),
+            "{c}: {err}"
+        );
+        let again = wait_for("the bundle's binding back", TIMEOUT, || async {
+            let out = run_tool(
+                "kubectl",
+                &[
+                    "get",
+                    "clusterrolebinding",
+                    binding,
+                    "-o",
+                    "jsonpath={.subjects}",
+                ],
+            );
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).to_string())
+        })
+        .await;
+        assert_eq!(again, bundled, "{binding}'s subjects");
+        let me = format!(
+            r#"[{{"op":"add","path":"/subjects/-","value":{{"kind":"ServiceAccount","name":"{RELEASE}-{c}-operator","namespace":"{OPERATOR_NAMESPACE}"}}}}]"#
+        );
+        let (patched, err) = kubectl_as(
+            &kubeconfig,
+            &[
+                "patch",
+                "clusterrolebinding",
+                binding,
+                "--type",
+                "json",
+                "-p",
+                &me,
+            ],
+        );
+        assert!(!patched, "{c} added itself to {binding}");
+        assert!(err.contains("roleRef and subjects"), "{c}: {err}");
+        // A RoleBinding of the same role: nowhere but the allowed
+        // namespaces by RBAC, and there only the bundles' by the pins.
+        for ns in ["kube-system", KUBEFLOW_NAMESPACE] {
+            let (made, err) = kubectl_as(
+                &kubeconfig,
+                &[
+                    "create",
+                    "rolebinding",
+                    "reach-test",
+                    "-n",
+                    ns,
+                    "--clusterrole",
+                    role,
+                    &own,
+                ],
+            );
+            assert!(!made, "{c} bound {role} to itself in {ns}");
+            assert!(
+                err.contains("forbidden") || err.contains("RoleBindings"),
+                "{c} {ns}: {err}"
+            );
+        }
+    }
+
+    // Webhooks: an operator's own configuration pointed at a URL, or given
+    // an entry of its own, is refused; another party's is out of reach.
+    let foreign = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: reach-test-someone-elses}\nwebhooks: []\n";
+    apply_yaml(&client, "", foreign).await;
+    let mut hooked = 0;
+    for c in COMPONENTS {
+        let rules = rules_of(c);
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        let (touched, err) = kubectl_as(
+            &kubeconfig,
+            &[
+                "label",
+                "validatingwebhookconfiguration",
+                "reach-test-someone-elses",
+                "owned=yes",
+            ],
+        );
+        assert!(
+            !touched,
+            "{c} labelled another party's webhook configuration"
+        );
+        assert!(err.contains("forbidden"), "{c}: {err}");
+        for resource in [
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ] {
+            for name in named_in(&rules, resource, "patch") {
+                let live = run_tool("kubectl", &["get", resource, &name, "-o", "json"]);
+                if !live.status.success() {
+                    continue;
+                }
+                let v: serde_json::Value = serde_json::from_slice(&live.stdout).expect("config");
+                let Some(first) = v["webhooks"].get(0).cloned() else {
+                    continue;
+                };
+                hooked += 1;
+                let to_url = r#"[{"op":"replace","path":"/webhooks/0/clientConfig","value":{"url":"https://reach-test.invalid/steal"}}]"#;
+                let (redirected, err) = kubectl_as(
+                    &kubeconfig,
+                    &["patch", resource, &name, "--type", "json", "-p", to_url],
+                );
+                assert!(!redirected, "{c} pointed {name} at a URL");
+                assert!(err.contains("webhook configurations"), "{c} {name}: {err}");
+                let mut extra = first;
+                extra["name"] = "reach-test.example.com".into();
+                extra["rules"] = serde_json::json!([{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}]);
+                let add = serde_json::json!([{"op": "add", "path": "/webhooks/-", "value": extra}])
+                    .to_string();
+                let (added, err) = kubectl_as(
+                    &kubeconfig,
+                    &["patch", resource, &name, "--type", "json", "-p", &add],
+                );
+                assert!(!added, "{c} added a webhook to {name}");
+                assert!(err.contains("webhook configurations"), "{c} {name}: {err}");
+            }
+        }
+    }
+    assert!(hooked >= 4, "only {hooked} webhook configurations tried");
+    tool_ok(
+        "kubectl",
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            "reach-test-someone-elses",
+        ],
+    );
+
+    // Workloads: the device plugins' token makes no privileged, host-PID,
+    // host-root DaemonSet, nor gives its own plugin more of the host; the
+    // training token does not move its controller to another account.
+    let plugins = demo.kubeconfig("device-plugins").display().to_string();
+    let root = format!(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: reach-root, namespace: {KUBEFLOW_NAMESPACE}}}\nspec:\n  selector: {{matchLabels: {{app: reach-root}}}}\n  template:\n    metadata: {{labels: {{app: reach-root}}}}\n    spec:\n      hostPID: true\n      containers: [{{name: c, image: busybox, securityContext: {{privileged: true}}, volumeMounts: [{{name: host, mountPath: /host}}]}}]\n      volumes: [{{name: host, hostPath: {{path: /}}}}]\n"
+    );
+    std::fs::write(demo.state.join("reach-root.yaml"), &root).expect("write");
+    let file = demo.state.join("reach-root.yaml").display().to_string();
+    let (made, err) = kubectl_as(&plugins, &["create", "-f", &file]);
+    assert!(
+        !made,
+        "the device plugins' token made a privileged DaemonSet"
+    );
+    assert!(err.contains("workloads"), "{err}");
+    let daemonsets = tool_ok(
+        "kubectl",
+        &[
+            "get",
+            "daemonsets",
+            "-A",
+            "-l",
+            "components.kubeflow.org/component=device-plugins",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+        ],
+    );
+    let mut plugin_tries = 0;
+    for ds in daemonsets.split_whitespace() {
+        let (ns, name) = ds.split_once('/').expect("namespace/name");
+        plugin_tries += 1;
+        for patch in [
+            r#"{"spec":{"template":{"spec":{"hostPID":true}}}}"#,
+            r#"{"spec":{"template":{"spec":{"volumes":[{"name":"reach-host","hostPath":{"path":"/"}}]}}}}"#,
+        ] {
+            let (widened, err) = kubectl_as(
+                &plugins,
+                &["patch", "daemonset", name, "-n", ns, "-p", patch],
+            );
+            assert!(!widened, "device plugins widened {ds} with {patch}");
+            assert!(err.contains("workloads"), "{ds}: {err}");
+        }
+    }
+    assert!(plugin_tries >= 1, "no device plugin DaemonSet to try");
+    let (moved, err) = kubectl_as(
+        &training,
+        &[
+            "patch",
+            "deployment",
+            "training-operator",
+            "-n",
+            KUBEFLOW_NAMESPACE,
+            "-p",
+            r#"{"spec":{"template":{"spec":{"serviceAccountName":"default"}}}}"#,
+        ],
+    );
+    assert!(!moved, "training moved its controller to another account");
+    assert!(err.contains("workloads"), "{err}");
+    assert_eq!(rule_count("edit"), edit_before, "edit gained rules");
+    assert_eq!(rule_count("admin"), admin_before, "admin gained rules");
     for c in COMPONENTS {
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         assert!(

@@ -19,11 +19,8 @@ pub fn missing(rules: &Rules, objects: &[DynamicObject]) -> Vec<String> {
     let cluster_custom = kinds::cluster_scoped_custom_kinds(objects);
     // Namespaced requests are allowed by the Role and by cluster-wide rules.
     let mut in_namespace = rules.namespaced.clone();
-    in_namespace.extend(rules.namespaced_grants.iter().cloned());
     in_namespace.extend(rules.cluster.iter().cloned());
-    in_namespace.extend(rules.grants.iter().cloned());
-    let mut cluster_wide = rules.cluster.clone();
-    cluster_wide.extend(rules.grants.iter().cloned());
+    let cluster_wide = rules.cluster.clone();
     let mut out = BTreeSet::new();
     for o in objects {
         let Some((group, plural)) = resource_of(o, &plurals) else {
@@ -244,10 +241,10 @@ mod tests {
     }
 
     #[test]
-    fn roles_without_wildcards_are_held_not_escalated() {
+    fn roles_are_escalated_and_bound_by_name_never_held() {
         let objects = vec![
             obj(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: controller}\nrules:\n- apiGroups: ['']\n  resources: [pods]\n  verbs: [create, delete]\n",
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: controller}\nrules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list]\n",
             ),
             obj(
                 "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: controller}\nroleRef: {kind: ClusterRole, name: controller}\n",
@@ -256,22 +253,27 @@ mod tests {
                 "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: everything}\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: [get]\n",
             ),
             obj(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [networking.istio.io]\n  resources: ['*']\n  verbs: [get]\n",
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: aggregate}\naggregationRule:\n  clusterRoleSelectors: [{matchLabels: {a: 'true'}}]\nrules: []\n",
             ),
             obj(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: aggregate}\naggregationRule:\n  clusterRoleSelectors: [{matchLabels: {a: 'true'}}]\nrules: []\n",
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: leader, namespace: kubeflow}\nrules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  verbs: [get, update]\n",
             ),
             obj(
                 "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: b, namespace: kubeflow}\nroleRef: {kind: ClusterRole, name: view}\n",
             ),
         ];
         let rules = bundle_rules(&objects);
-        // The held role: its rules in `grants`, no escalate or bind on it.
-        assert!(allows(&rules.grants, "", "pods", "create"));
-        let verbs_on = |name: &str| -> Vec<String> {
-            rules
-                .cluster
-                .iter()
+        // The operator holds none of the roles' rules: not the Secrets the
+        // controller reads, nor the Leases of the Role.
+        assert!(!allows(&rules.all(), "", "secrets", "get"));
+        assert!(!allows(
+            &rules.all(),
+            "coordination.k8s.io",
+            "leases",
+            "update"
+        ));
+        let verbs_on = |set: &[PolicyRule], name: &str| -> Vec<String> {
+            set.iter()
                 .filter(|r| {
                     r.resource_names
                         .as_ref()
@@ -279,24 +281,29 @@ mod tests {
                         && r.verbs.iter().any(|v| v == "escalate" || v == "bind")
                 })
                 .flat_map(|r| r.verbs.clone())
+                .filter(|v| v == "escalate" || v == "bind")
                 .collect()
         };
-        // `bind` on the bound role (its rules held anyway), never `escalate`.
-        assert_eq!(verbs_on("controller"), ["bind"]);
-        assert_eq!(verbs_on("everything"), ["escalate"]);
-        assert_eq!(verbs_on("aggregate"), ["escalate"]);
+        assert_eq!(verbs_on(&rules.cluster, "controller"), ["bind", "escalate"]);
+        assert_eq!(verbs_on(&rules.cluster, "everything"), ["escalate"]);
+        assert_eq!(verbs_on(&rules.cluster, "aggregate"), ["escalate"]);
+        // A Role's `escalate` is granted where it lives, never cluster-wide.
+        assert_eq!(verbs_on(&rules.namespaced, "leader"), ["escalate"]);
+        assert!(verbs_on(&rules.cluster, "leader").is_empty());
         // A binding to a role outside the bundle needs `bind` on exactly that role.
-        assert_eq!(verbs_on("view"), ["bind"]);
+        assert_eq!(verbs_on(&rules.cluster, "view"), ["bind"]);
         wildcard_free(&rules.cluster);
         wildcard_free(&rules.namespaced);
-        // A wildcard within one API group is held as it is.
-        assert!(allows(&rules.grants, "networking.istio.io", "*", "get"));
-        assert!(verbs_on("reader").is_empty());
         assert_eq!(missing(&rules, &objects), Vec::<String>::new());
 
-        // Without the held rules, the role is a gap.
+        // Without `escalate` on it, the role is a gap.
         let without = Rules {
-            grants: vec![],
+            cluster: rules
+                .cluster
+                .iter()
+                .filter(|r| !r.verbs.iter().any(|v| v == "escalate"))
+                .cloned()
+                .collect(),
             ..rules.clone()
         };
         let gaps = missing(&without, &objects);

@@ -2,20 +2,15 @@
 //!
 //! Granting a role takes either every permission the role holds (at the
 //! scope of the grant) or the `escalate` (create/update the role) and `bind`
-//! (bind it) verbs. `escalate` on a role lets its holder put any rule into it,
-//! and `bind` lets it bind the role to itself: together they are
-//! cluster-admin. So every role is held as it is (`grants` for ClusterRoles,
-//! `namespaced_grants` for Roles, wildcards within one API group included:
-//! Istio's read-all-of-Istio rules), which lets the operator create and
-//! repair it without `escalate`. It still gets `bind` on the names its
-//! bindings refer to: the engine dry-runs every object before it writes,
-//! when a bundle's role may not exist yet, and without `bind` the API server
-//! looks the role up to compare rules and answers NotFound. `bind` on a role
-//! whose rules the operator holds and may not widen adds nothing to what it
-//! holds. Only a ClusterRole with a rule on every resource of every group
-//! would get `escalate` on its name (no bundle has one). A ClusterRole with an
-//! `aggregationRule` needs `escalate` whatever it holds (the API server asks
-//! cluster-admin rights of anyone else).
+//! (bind it) verbs. Holding the rules would make each operator as powerful
+//! as the controllers it installs (Secrets and pods in every namespace, for
+//! most): whoever got its token would be a cluster administrator. So the
+//! operator holds none of them: it gets `escalate` on exactly the names of
+//! the bundles' roles and `bind` on exactly the roles their bindings name,
+//! and the chart's admission policy (see `pins`) admits a write of those
+//! roles and bindings only with the bundles' own rules, `roleRef` and
+//! subjects. `escalate` alone would let it put any rule into those roles;
+//! with the pins it can write only what the bundles say.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -50,13 +45,19 @@ pub fn component_rules(
         objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
     }
     let mut rules = bundle_rules(&objects);
-    // Every component operator writes ClusterRoles (its claim role at
-    // least): what RBAC cannot limit of them is pinned by admission.
-    rules.pins = Some(super::pins::pins(&objects));
-    rules.cluster.extend(own_kind(own.0, own.1));
     // The engine claims a component's cluster scope by creating, reading,
     // taking over and finally deleting one empty ClusterRole.
     let claim = claim_role(component);
+    // Every component operator writes ClusterRoles (its claim role at
+    // least): what RBAC cannot limit of its writes is pinned by admission.
+    rules.pins = Some(super::pins::pins(
+        &objects,
+        &super::pins::Extra {
+            claim_role: &claim,
+            sccs: &permissions.sccs,
+        },
+    ));
+    rules.cluster.extend(own_kind(own.0, own.1));
     rules.cluster.push(named(
         RBAC_GROUP,
         "clusterroles",
@@ -133,50 +134,19 @@ pub(super) fn role_rules(o: &DynamicObject) -> Vec<PolicyRule> {
     serde_json::from_value(o.data["rules"].clone()).unwrap_or_default()
 }
 
-/// Whether a role has a rule on every resource of every API group: holding
-/// it would make the operator cluster-admin outright.
-fn unbounded(rules: &[PolicyRule]) -> bool {
-    let star = |xs: Option<&Vec<String>>| xs.is_some_and(|xs| xs.iter().any(|x| x == "*"));
-    rules
+/// The roles of the objects, as (resource, name), every version's.
+pub(super) fn roles(objects: &[DynamicObject]) -> BTreeSet<(&'static str, String)> {
+    objects
         .iter()
-        .any(|r| star(r.api_groups.as_ref()) && star(r.resources.as_ref()))
-}
-
-/// How the operator may create or update a role of the bundles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Grant {
-    /// It holds the role's rules.
-    Held,
-    /// The ClusterRole reaches every resource: `escalate` on its name.
-    EscalateAndBind,
-    /// The role aggregates others: `escalate` on its name.
-    Escalate,
-}
-
-/// Per role (resource, name), over every version: how it is granted.
-pub(super) fn grants_by_role(objects: &[DynamicObject]) -> BTreeMap<(&'static str, String), Grant> {
-    let mut out: BTreeMap<(&'static str, String), Grant> = BTreeMap::new();
-    for o in objects {
-        let resource = match kind(o) {
-            "ClusterRole" => "clusterroles",
-            "Role" => "roles",
-            _ => continue,
-        };
-        let grant = if resource == "clusterroles" && unbounded(&role_rules(o)) {
-            Grant::EscalateAndBind
-        } else if o.data.get("aggregationRule").is_some_and(|a| !a.is_null()) {
-            Grant::Escalate
-        } else {
-            Grant::Held
-        };
-        let name = o.metadata.name.clone().unwrap_or_default();
-        let slot = out.entry((resource, name)).or_insert(grant);
-        // The least held version decides (a wildcard in any version needs the verbs).
-        if *slot == Grant::Held || grant == Grant::EscalateAndBind {
-            *slot = grant;
-        }
-    }
-    out
+        .filter_map(|o| {
+            let resource = match kind(o) {
+                "ClusterRole" => "clusterroles",
+                "Role" => "roles",
+                _ => return None,
+            };
+            Some((resource, o.metadata.name.clone().unwrap_or_default()))
+        })
+        .collect()
 }
 
 /// The role a binding refers to, as (resource, name).
@@ -222,7 +192,8 @@ fn add_creates(
 
 /// Rules to manage exactly the given objects: namespaced kinds (for the
 /// allowed namespaces), cluster-scoped kinds by name, the custom resources of
-/// the CRDs among them listed, and their roles granted.
+/// the CRDs among them listed, `escalate` on their roles' names and `bind`
+/// on the roles their bindings name (the contents pinned by admission).
 pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
     let plurals = crd_plurals(objects);
     let cluster_custom = kinds::cluster_scoped_custom_kinds(objects);
@@ -231,7 +202,6 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
         // Cleanup lists custom resources to tell whether a CRD holds user data.
         rules.cluster.push(rule(group, &[plural], &["list"]));
     }
-    let grants = grants_by_role(objects);
     let mut by_name: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     for o in objects {
         let Some((group, plural)) = resource_of(o, &plurals) else {
@@ -247,15 +217,6 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
         } else {
             rules.namespaced.push(rule(&group, &[&plural], MANAGE));
         }
-        match kind(o) {
-            "ClusterRole" if grants.get(&("clusterroles", name.clone())) == Some(&Grant::Held) => {
-                rules.grants.extend(role_rules(o));
-            }
-            "Role" if grants.get(&("roles", name.clone())) == Some(&Grant::Held) => {
-                rules.namespaced_grants.extend(role_rules(o));
-            }
-            _ => {}
-        }
         if let Some((resource, role)) = role_ref(o) {
             let bind = named(RBAC_GROUP, resource, &[role], &["bind"]);
             match resource {
@@ -264,13 +225,14 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
             }
         }
     }
-    for ((resource, name), grant) in &grants {
-        let verbs: &[&str] = match grant {
-            Grant::Held => continue,
-            Grant::Escalate | Grant::EscalateAndBind => &["escalate"],
-        };
-        let r = named(RBAC_GROUP, resource, std::slice::from_ref(name), verbs);
-        match *resource {
+    for (resource, name) in roles(objects) {
+        let r = named(
+            RBAC_GROUP,
+            resource,
+            std::slice::from_ref(&name),
+            &["escalate"],
+        );
+        match resource {
             "roles" => rules.namespaced.push(r),
             _ => rules.cluster.push(r),
         }
@@ -282,7 +244,5 @@ pub fn bundle_rules(objects: &[DynamicObject]) -> Rules {
     }
     rules.cluster = normalize(rules.cluster);
     rules.namespaced = normalize(rules.namespaced);
-    rules.grants = normalize(rules.grants);
-    rules.namespaced_grants = normalize(rules.namespaced_grants);
     rules
 }

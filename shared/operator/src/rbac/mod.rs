@@ -4,15 +4,17 @@
 //! The chart's roles are generated from this (`<operator> rbac`), and the
 //! controller watches only kinds these rules let it watch.
 //!
-//! Three sets, because Kubernetes scopes them differently (see `derive`):
+//! Two sets, because Kubernetes scopes them differently (see `derive`):
 //! - `cluster`: cluster-scoped kinds, with every verb that `resourceNames`
 //!   can limit (get, patch, delete) limited to the names the bundles hold;
 //! - `namespaced`: namespaced kinds, granted by a Role in each namespace the
 //!   operator may install into, never cluster-wide;
-//! - `grants` and `namespaced_grants`: the rules of the bundles' ClusterRoles
-//!   and Roles, which the operator must hold to create and bind them
-//!   (Kubernetes lets a subject grant only what it holds, unless it has
-//!   `escalate`/`bind`).
+//! - `pins`: what RBAC cannot limit of the roles, bindings, webhook
+//!   configurations and workloads the operator writes, checked by the
+//!   chart's admission policy. The operator holds `escalate`/`bind` on its
+//!   bundles' roles instead of their rules, so its token is not as
+//!   powerful as the controllers it installs; the pins admit only the
+//!   bundles' contents.
 //!
 //! `create` cannot be limited by name in RBAC; `creates` lists the names per
 //! cluster-scoped resource so the chart can limit creation with a
@@ -56,6 +58,8 @@ pub struct Permissions {
     pub extra: Vec<PolicyRule>,
     /// Rules the code needs besides the bundles, in the allowed namespaces only.
     pub extra_namespaced: Vec<PolicyRule>,
+    /// OpenShift SCCs granted to the bundles' ServiceAccounts.
+    pub sccs: Vec<String>,
 }
 
 impl Permissions {
@@ -82,7 +86,8 @@ impl Permissions {
     /// Adds what granting the OpenShift SCC ClusterRoles
     /// `system:openshift:scc:<scc>` to the bundle's ServiceAccounts takes:
     /// RoleBindings in its namespaces and `bind` on exactly those roles.
-    pub fn openshift_scc(self, sccs: &[&str]) -> Self {
+    pub fn openshift_scc(mut self, sccs: &[&str]) -> Self {
+        self.sccs.extend(sccs.iter().map(|s| s.to_string()));
         let names: Vec<String> = sccs
             .iter()
             .map(|s| format!("system:openshift:scc:{s}"))
@@ -101,12 +106,6 @@ pub struct Rules {
     pub cluster: Vec<PolicyRule>,
     /// Bound by a Role in each allowed namespace.
     pub namespaced: Vec<PolicyRule>,
-    /// The bundles' ClusterRole rules, held to grant them (bound cluster-wide).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub grants: Vec<PolicyRule>,
-    /// The bundles' Role rules, held to grant them (in each allowed namespace).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub namespaced_grants: Vec<PolicyRule>,
     /// The names each cluster-scoped resource may be created with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<Creates>,
@@ -133,8 +132,6 @@ impl Rules {
     pub fn all(&self) -> Vec<PolicyRule> {
         let mut out = self.cluster.clone();
         out.extend(self.namespaced.iter().cloned());
-        out.extend(self.grants.iter().cloned());
-        out.extend(self.namespaced_grants.iter().cloned());
         out
     }
 
@@ -315,17 +312,24 @@ mod tests {
         let rules = Rules {
             cluster: vec![rule("", &["namespaces"], &["list"])],
             namespaced: vec![rule("", &["secrets"], MANAGE)],
-            grants: vec![],
-            namespaced_grants: vec![],
             creates: vec![Creates {
                 group: String::new(),
                 resource: "namespaces".into(),
                 names: vec!["istio-system".into()],
             }],
             pins: Some(pins::Pins {
-                aggregation_rule: "!has(object.aggregationRule)".into(),
-                aggregation_labels: "k.contains('aggregate-to-')".into(),
-                aggregated_rules: "true".into(),
+                resources: vec![pins::Matched {
+                    group: "rbac.authorization.k8s.io".into(),
+                    resource: "roles".into(),
+                }],
+                variables: vec![pins::Variable {
+                    name: "roleRules".into(),
+                    expression: "{'a': ['|pods|get||']}".into(),
+                }],
+                validations: vec![pins::Check {
+                    expression: "object.metadata.name in variables.roleRules".into(),
+                    message: "only the bundles' roles".into(),
+                }],
             }),
         };
         let text = rules.to_yaml().expect("yaml");

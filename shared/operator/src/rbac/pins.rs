@@ -1,66 +1,354 @@
-//! What of the ClusterRoles an operator writes its RBAC cannot limit, and
-//! the chart's admission policy pins instead (CEL over the write, generated
-//! here from the bundles so it always matches them):
+//! What RBAC cannot limit of an operator's writes, pinned instead by the
+//! chart's admission policy (`<release>-<component>-operator-pins`: CEL
+//! over the operator's own requests, generated here from the bundles so it
+//! always matches them). The operator holds `escalate` and `bind` on its
+//! bundles' roles instead of their rules (see `derive`); these pins are
+//! what keeps that from being a path to anything else:
 //!
-//! - an aggregated role's `aggregationRule`: holding `escalate` on the name
-//!   (which writing an aggregated role needs) would let the operator select
-//!   any role's rules, cluster-admin's included. Each selector must be one
-//!   the bundles give that role;
-//! - aggregation labels (`...aggregate-to-...`): one on a role hands its
-//!   rules to every holder of the role it aggregates into (the built-in
-//!   `view`, Kubeflow's `kubeflow-edit`). Each must be one the bundles set
-//!   on that role;
-//! - an aggregated role's `rules`, which are the aggregation controller's:
-//!   the operator never writes them (with `escalate` it could write any).
+//! - a ClusterRole or Role may only be one of the bundles' (by name), with
+//!   rules each of which the bundles give that role in some version;
+//! - an aggregated role's `aggregationRule` may hold only the bundles'
+//!   selectors for it, and its `rules` (the aggregation controller's) are
+//!   never written by the operator;
+//! - an aggregation label (`...aggregate-to-...`) may be set only where the
+//!   bundles set it: one would hand a role's rules to every holder of the
+//!   role it aggregates into (the built-in `view`, `kubeflow-edit`);
+//! - a binding may only be one of the bundles' (by name), with their
+//!   `roleRef` and subjects, ServiceAccount subjects only in the allowed
+//!   namespaces; or an OpenShift SCC grant (`<sa>-scc-<scc>`) to one of the
+//!   bundles' ServiceAccounts in the binding's own namespace;
+//! - a webhook configuration may only be one of the bundles', each webhook
+//!   one of its webhooks pointing at the bundle's Service (name and path)
+//!   in an allowed namespace, never at a URL;
+//! - a Deployment, StatefulSet or DaemonSet may only be one of the
+//!   bundles', running as the bundle's ServiceAccount, with no host
+//!   namespace, host path, privileged container or added capability the
+//!   bundle does not give that workload.
+//!
+//! The chart adds the variable `allowedNamespaces` (its values).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::kinds::kind;
 
-/// The CEL expressions of the chart's policy on an operator's ClusterRole
-/// writes (each must hold for the write to be admitted).
+/// The chart's admission policy on an operator's own writes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Pins {
-    /// Every `aggregationRule` selector is one the bundles give the role.
-    pub aggregation_rule: String,
-    /// Every aggregation label is one the bundles set on the role.
-    pub aggregation_labels: String,
-    /// The rules of an aggregated role are left as they are.
-    pub aggregated_rules: String,
+    /// The resources whose create and update the policy checks.
+    pub resources: Vec<Matched>,
+    /// Values the checks read (the bundles' contents), in order.
+    pub variables: Vec<Variable>,
+    /// Each must hold for a write to be admitted.
+    pub validations: Vec<Check>,
+}
+
+/// One resource the policy matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Matched {
+    /// API group ("" for core).
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+}
+
+/// A named CEL expression.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Variable {
+    /// Referred to as `variables.<name>`.
+    pub name: String,
+    /// Its value.
+    pub expression: String,
+}
+
+/// A CEL check and what a refusal says.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// True to admit.
+    pub expression: String,
+    /// The refusal's message.
+    pub message: String,
+}
+
+/// What besides the bundles' objects the operator writes of these kinds.
+#[derive(Debug, Clone, Default)]
+pub struct Extra<'a> {
+    /// The empty ClusterRole the engine claims the component's cluster scope with.
+    pub claim_role: &'a str,
+    /// The OpenShift SCCs it grants the bundles' ServiceAccounts.
+    pub sccs: &'a [String],
 }
 
 pub use crate::labels::is_aggregation_label;
 
-/// The pins for the ClusterRoles among `objects` (every version's).
-pub fn pins(objects: &[DynamicObject]) -> Pins {
-    let mut selectors: BTreeSet<(String, BTreeMap<String, String>)> = BTreeSet::new();
-    let mut labels: BTreeSet<String> = BTreeSet::new();
-    for o in objects.iter().filter(|o| kind(o) == "ClusterRole") {
+const RBAC: &str = "rbac.authorization.k8s.io";
+const ADMISSION: &str = "admissionregistration.k8s.io";
+const WEBHOOK_CONFIGS: [&str; 2] = [
+    "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
+];
+const WORKLOADS: [(&str, &str); 3] = [
+    ("Deployment", "deployments"),
+    ("StatefulSet", "statefulsets"),
+    ("DaemonSet", "daemonsets"),
+];
+
+/// A role rule as the checks compare it: its lists joined, in order. A
+/// separator inside an item (no real group, resource or verb has one) can
+/// only make a rule that matches nothing.
+pub fn rule_key(r: &PolicyRule) -> String {
+    let join = |xs: &Option<Vec<String>>| xs.as_deref().unwrap_or_default().join(",");
+    format!(
+        "{}|{}|{}|{}|{}",
+        join(&r.api_groups),
+        join(&r.resources),
+        r.verbs.join(","),
+        join(&r.resource_names),
+        join(&r.non_resource_urls)
+    )
+}
+
+/// The same key in CEL, of the rule `r`.
+const RULE_KEY: &str = "(has(r.apiGroups) ? r.apiGroups.join(',') : '') + '|' + \
+     (has(r.resources) ? r.resources.join(',') : '') + '|' + r.verbs.join(',') + '|' + \
+     (has(r.resourceNames) ? r.resourceNames.join(',') : '') + '|' + \
+     (has(r.nonResourceURLs) ? r.nonResourceURLs.join(',') : '')";
+
+/// Null and absent alike (the API server keeps an empty list as null).
+fn empty(list: &str) -> String {
+    format!("(!has({list}) || type({list}) == null_type || size({list}) == 0)")
+}
+
+type Names = BTreeMap<String, BTreeSet<String>>;
+
+fn add(map: &mut Names, name: &str, value: String) {
+    map.entry(name.to_string()).or_default().insert(value);
+}
+
+/// What the bundles hold of each pinned kind, every version together.
+#[derive(Default)]
+struct Bundled {
+    cluster_roles: Names,
+    roles: Names,
+    selectors: BTreeSet<(String, BTreeMap<String, String>)>,
+    aggregation_labels: BTreeSet<String>,
+    cluster_binding_roles: Names,
+    cluster_binding_subjects: Names,
+    binding_roles: Names,
+    binding_subjects: Names,
+    service_accounts: BTreeSet<String>,
+    /// Per resource, per configuration: "webhook service path".
+    webhooks: BTreeMap<&'static str, Names>,
+    /// Per resource, per workload: its ServiceAccounts; its host features.
+    accounts: BTreeMap<&'static str, Names>,
+    features: BTreeMap<&'static str, Names>,
+}
+
+fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
+    let mut b = Bundled::default();
+    b.cluster_roles
+        .entry(extra.claim_role.to_string())
+        .or_default();
+    for r in WEBHOOK_CONFIGS {
+        b.webhooks.entry(r).or_default();
+    }
+    for (_, r) in WORKLOADS {
+        b.accounts.entry(r).or_default();
+        b.features.entry(r).or_default();
+    }
+    for o in objects {
         let name = o.metadata.name.clone().unwrap_or_default();
-        let listed = o
-            .data
-            .pointer("/aggregationRule/clusterRoleSelectors")
-            .and_then(|s| s.as_array())
-            .cloned()
-            .unwrap_or_default();
-        for s in listed {
-            let match_labels: BTreeMap<String, String> = s
-                .get("matchLabels")
-                .and_then(|m| serde_json::from_value(m.clone()).ok())
-                .unwrap_or_default();
-            selectors.insert((name.clone(), match_labels));
-        }
-        for (k, v) in o.metadata.labels.iter().flatten() {
-            if is_aggregation_label(k) {
-                labels.insert(format!("{name} {k}={v}"));
+        let rules = || -> Vec<PolicyRule> {
+            serde_json::from_value(o.data["rules"].clone()).unwrap_or_default()
+        };
+        match kind(o) {
+            "ClusterRole" => {
+                let aggregated = o.data.get("aggregationRule").is_some_and(|a| !a.is_null());
+                let entry = b.cluster_roles.entry(name.clone()).or_default();
+                if !aggregated {
+                    entry.extend(rules().iter().map(rule_key));
+                }
+                for s in o
+                    .data
+                    .pointer("/aggregationRule/clusterRoleSelectors")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let labels: BTreeMap<String, String> = s
+                        .get("matchLabels")
+                        .and_then(|m| serde_json::from_value(m.clone()).ok())
+                        .unwrap_or_default();
+                    b.selectors.insert((name.clone(), labels));
+                }
+                for (k, v) in o.metadata.labels.iter().flatten() {
+                    if is_aggregation_label(k) {
+                        b.aggregation_labels.insert(format!("{name} {k}={v}"));
+                    }
+                }
+            }
+            "Role" => {
+                let entry = b.roles.entry(name.clone()).or_default();
+                entry.extend(rules().iter().map(rule_key));
+            }
+            k @ ("ClusterRoleBinding" | "RoleBinding") => {
+                let (roles, subjects) = if k == "RoleBinding" {
+                    (&mut b.binding_roles, &mut b.binding_subjects)
+                } else {
+                    (
+                        &mut b.cluster_binding_roles,
+                        &mut b.cluster_binding_subjects,
+                    )
+                };
+                let r = &o.data["roleRef"];
+                let role = format!(
+                    "{}/{}",
+                    r["kind"].as_str().unwrap_or_default(),
+                    r["name"].as_str().unwrap_or_default()
+                );
+                add(roles, &name, role);
+                subjects.entry(name.clone()).or_default();
+                for s in o.data["subjects"].as_array().into_iter().flatten() {
+                    let subject = format!(
+                        "{}/{}",
+                        s["kind"].as_str().unwrap_or_default(),
+                        s["name"].as_str().unwrap_or_default()
+                    );
+                    add(subjects, &name, subject);
+                }
+            }
+            "ServiceAccount" => {
+                b.service_accounts.insert(name);
+            }
+            k @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
+                let resource = WEBHOOK_CONFIGS[usize::from(k.starts_with('V'))];
+                let configs = b.webhooks.entry(resource).or_default();
+                configs.entry(name.clone()).or_default();
+                for w in o.data["webhooks"].as_array().into_iter().flatten() {
+                    let service = &w["clientConfig"]["service"];
+                    let key = format!(
+                        "{} {} {}",
+                        w["name"].as_str().unwrap_or_default(),
+                        service["name"].as_str().unwrap_or_default(),
+                        service["path"].as_str().unwrap_or_default()
+                    );
+                    add(configs, &name, key);
+                }
+            }
+            k => {
+                if let Some((_, resource)) = WORKLOADS.iter().find(|(w, _)| *w == k) {
+                    let pod = &o.data["spec"]["template"]["spec"];
+                    let account = pod["serviceAccountName"]
+                        .as_str()
+                        .or(pod["serviceAccount"].as_str())
+                        .unwrap_or("default");
+                    add(
+                        b.accounts.entry(resource).or_default(),
+                        &name,
+                        account.to_string(),
+                    );
+                    let features = b.features.entry(resource).or_default();
+                    let entry = features.entry(name.clone()).or_default();
+                    entry.extend(host_features(pod));
+                }
             }
         }
     }
-    let clauses: Vec<String> = selectors
+    b
+}
+
+/// What of the host a pod spec reaches: host namespaces, host paths,
+/// privileged containers, added capabilities, host ports.
+fn host_features(pod: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for h in ["hostNetwork", "hostPID", "hostIPC"] {
+        if pod[h].as_bool() == Some(true) {
+            out.insert(h.to_string());
+        }
+    }
+    for v in pod["volumes"].as_array().into_iter().flatten() {
+        if let Some(path) = v.pointer("/hostPath/path").and_then(Value::as_str) {
+            out.insert(format!("hostPath:{path}"));
+        }
+    }
+    for list in ["containers", "initContainers"] {
+        for c in pod[list].as_array().into_iter().flatten() {
+            let sc = &c["securityContext"];
+            if sc["privileged"].as_bool() == Some(true) {
+                out.insert("privileged".into());
+            }
+            for cap in sc
+                .pointer("/capabilities/add")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                out.insert(format!("cap:{}", cap.as_str().unwrap_or_default()));
+            }
+            for p in c["ports"].as_array().into_iter().flatten() {
+                if p["hostPort"].as_i64().is_some_and(|n| n != 0) {
+                    out.insert("hostPort".into());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A CEL string literal.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+fn list<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+    let items: Vec<String> = items.into_iter().map(|s| quote(s)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+fn map(names: &Names) -> String {
+    let entries: Vec<String> = names
+        .iter()
+        .map(|(k, v)| format!("{}: {}", quote(k), list(v)))
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}
+
+fn map_of_maps(by: &BTreeMap<&'static str, Names>) -> String {
+    let entries: Vec<String> = by
+        .iter()
+        .map(|(k, v)| format!("{}: {}", quote(k), map(v)))
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}
+
+fn var(name: &str, expression: String) -> Variable {
+    Variable {
+        name: name.into(),
+        expression,
+    }
+}
+
+fn check(resources: &[&str], body: String, message: &str) -> Check {
+    let guard: Vec<String> = resources
+        .iter()
+        .map(|r| format!("request.resource.resource != {}", quote(r)))
+        .collect();
+    Check {
+        expression: format!("({}) || ({body})", guard.join(" && ")),
+        message: message.into(),
+    }
+}
+
+/// The pins for `objects` (every version's) and what the code adds.
+pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
+    let b = read(objects, extra);
+    let selector_clauses: Vec<String> = b
+        .selectors
         .iter()
         .map(|(name, m)| {
             let pairs: Vec<String> = m
@@ -74,39 +362,174 @@ pub fn pins(objects: &[DynamicObject]) -> Pins {
             )
         })
         .collect();
-    let allowed_selector = if clauses.is_empty() {
+    let allowed_selector = if selector_clauses.is_empty() {
         "false".to_string()
     } else {
-        clauses.join(" || ")
+        selector_clauses.join(" || ")
     };
-    let allowed_labels: Vec<String> = labels.iter().map(|l| quote(l)).collect();
+    let rules_in = |var: &str| {
+        format!(
+            "{} || object.rules.all(r, ({RULE_KEY}) in variables.{var}[object.metadata.name])",
+            empty("object.rules")
+        )
+    };
+    let subjects_in = |var: &str| {
+        format!(
+            "{} || object.subjects.all(s, (s.kind + '/' + s.name) in variables.{var}[object.metadata.name] && \
+             (s.kind != 'ServiceAccount' || (has(s.namespace) && s.namespace in variables.allowedNamespaces)))",
+            empty("object.subjects")
+        )
+    };
+    let pod = "object.spec.template.spec";
+    let containers = |list: &str| {
+        format!(
+            "(!has({pod}.{list}) || {pod}.{list}.all(c, \
+             (!has(c.securityContext) || ((!has(c.securityContext.privileged) || !c.securityContext.privileged || 'privileged' in f) && \
+             (!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || \
+             c.securityContext.capabilities.add.all(x, ('cap:' + x) in f)))) && \
+             (!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0 || 'hostPort' in f))))"
+        )
+    };
+    let host = |h: &str| format!("(!has({pod}.{h}) || !{pod}.{h} || '{h}' in f)");
+    let workload_names: Vec<&str> = WORKLOADS.iter().map(|(_, r)| *r).collect();
+    let mut resources: Vec<Matched> = [
+        "clusterroles",
+        "roles",
+        "clusterrolebindings",
+        "rolebindings",
+    ]
+    .iter()
+    .map(|r| Matched {
+        group: RBAC.into(),
+        resource: r.to_string(),
+    })
+    .collect();
+    resources.extend(WEBHOOK_CONFIGS.iter().map(|r| Matched {
+        group: ADMISSION.into(),
+        resource: r.to_string(),
+    }));
+    resources.extend(workload_names.iter().map(|r| Matched {
+        group: "apps".into(),
+        resource: r.to_string(),
+    }));
+    let sccs: Vec<String> = extra.sccs.to_vec();
     Pins {
-        aggregation_rule: format!(
-            "!has(object.aggregationRule) || !has(object.aggregationRule.clusterRoleSelectors) || \
-             object.aggregationRule.clusterRoleSelectors.all(s, \
-             (!has(s.matchExpressions) || size(s.matchExpressions) == 0) && has(s.matchLabels) && \
-             ({allowed_selector}))"
-        ),
-        aggregation_labels: format!(
-            "!has(object.metadata.labels) || type(object.metadata.labels) == null_type || \
-             object.metadata.labels.all(k, !k.contains('aggregate-to-') || \
-             (object.metadata.name + ' ' + k + '=' + object.metadata.labels[k]) in [{}])",
-            allowed_labels.join(", ")
-        ),
-        // A list the API server holds as null (`rules` of a role with none)
-        // has no size: null and empty are alike here.
-        aggregated_rules: "!has(object.aggregationRule) || (oldObject == null ? \
-             (!has(object.rules) || type(object.rules) == null_type || size(object.rules) == 0) : \
-             ((!has(object.rules) || type(object.rules) == null_type || size(object.rules) == 0) ? \
-             (!has(oldObject.rules) || type(oldObject.rules) == null_type || size(oldObject.rules) == 0) : \
-             (has(oldObject.rules) && type(oldObject.rules) != null_type && object.rules == oldObject.rules)))"
-            .to_string(),
+        resources,
+        variables: vec![
+            var("clusterRoleRules", map(&b.cluster_roles)),
+            var("roleRules", map(&b.roles)),
+            var("clusterBindingRoles", map(&b.cluster_binding_roles)),
+            var("clusterBindingSubjects", map(&b.cluster_binding_subjects)),
+            var("bindingRoles", map(&b.binding_roles)),
+            var("bindingSubjects", map(&b.binding_subjects)),
+            var("serviceAccounts", list(&b.service_accounts)),
+            var("sccs", list(&sccs)),
+            var("webhooks", map_of_maps(&b.webhooks)),
+            var("workloadAccounts", map_of_maps(&b.accounts)),
+            var("workloadFeatures", map_of_maps(&b.features)),
+        ],
+        validations: vec![
+            check(
+                &["clusterroles"],
+                format!(
+                    "object.metadata.name in variables.clusterRoleRules && (has(object.aggregationRule) || {})",
+                    rules_in("clusterRoleRules")
+                ),
+                "the operator may write only its bundles' ClusterRoles, each with the rules the bundles give it",
+            ),
+            check(
+                &["clusterroles"],
+                format!(
+                    "!has(object.aggregationRule) || !has(object.aggregationRule.clusterRoleSelectors) || \
+                     object.aggregationRule.clusterRoleSelectors.all(s, \
+                     (!has(s.matchExpressions) || size(s.matchExpressions) == 0) && has(s.matchLabels) && \
+                     ({allowed_selector}))"
+                ),
+                "the operator may give a ClusterRole only the aggregationRule its bundles give it",
+            ),
+            check(
+                &["clusterroles"],
+                format!(
+                    "!has(object.metadata.labels) || type(object.metadata.labels) == null_type || \
+                     object.metadata.labels.all(k, !k.contains('aggregate-to-') || \
+                     (object.metadata.name + ' ' + k + '=' + object.metadata.labels[k]) in {})",
+                    list(&b.aggregation_labels)
+                ),
+                "the operator may set only the aggregation labels its bundles set",
+            ),
+            check(
+                &["clusterroles"],
+                format!(
+                    "!has(object.aggregationRule) || (oldObject == null ? {new} : \
+                     ({new} ? {old} : (has(oldObject.rules) && type(oldObject.rules) != null_type && object.rules == oldObject.rules)))",
+                    new = empty("object.rules"),
+                    old = empty("oldObject.rules"),
+                ),
+                "the operator may not write the rules of an aggregated ClusterRole (the aggregation controller does)",
+            ),
+            check(
+                &["roles"],
+                format!(
+                    "object.metadata.name in variables.roleRules && ({})",
+                    rules_in("roleRules")
+                ),
+                "the operator may write only its bundles' Roles, each with the rules the bundles give it",
+            ),
+            check(
+                &["clusterrolebindings"],
+                format!(
+                    "object.metadata.name in variables.clusterBindingRoles && \
+                     (object.roleRef.kind + '/' + object.roleRef.name) in variables.clusterBindingRoles[object.metadata.name] && ({})",
+                    subjects_in("clusterBindingSubjects")
+                ),
+                "the operator may write only its bundles' ClusterRoleBindings, with their roleRef and subjects (ServiceAccounts in the allowed namespaces)",
+            ),
+            check(
+                &["rolebindings"],
+                format!(
+                    "(object.metadata.name in variables.bindingRoles && \
+                     (object.roleRef.kind + '/' + object.roleRef.name) in variables.bindingRoles[object.metadata.name] && ({})) || \
+                     (object.roleRef.kind == 'ClusterRole' && object.roleRef.name.startsWith('system:openshift:scc:') && \
+                     object.roleRef.name.substring(21) in variables.sccs && has(object.subjects) && size(object.subjects) == 1 && \
+                     object.subjects[0].kind == 'ServiceAccount' && object.subjects[0].name in variables.serviceAccounts && \
+                     has(object.subjects[0].namespace) && object.subjects[0].namespace == object.metadata.namespace && \
+                     object.metadata.name == object.subjects[0].name + '-scc-' + object.roleRef.name.substring(21))",
+                    subjects_in("bindingSubjects")
+                ),
+                "the operator may write only its bundles' RoleBindings, with their roleRef and subjects (ServiceAccounts in the allowed namespaces), and SCC grants to its bundles' ServiceAccounts",
+            ),
+            check(
+                &WEBHOOK_CONFIGS,
+                "object.metadata.name in variables.webhooks[request.resource.resource] && \
+                 (!has(object.webhooks) || object.webhooks.all(w, !has(w.clientConfig.url) && has(w.clientConfig.service) && \
+                 w.clientConfig.service.namespace in variables.allowedNamespaces && \
+                 (w.name + ' ' + w.clientConfig.service.name + ' ' + (has(w.clientConfig.service.path) ? w.clientConfig.service.path : '')) \
+                 in variables.webhooks[request.resource.resource][object.metadata.name]))"
+                    .to_string(),
+                "the operator may write only its bundles' webhook configurations, each webhook calling the bundle's Service in an allowed namespace",
+            ),
+            check(
+                &workload_names,
+                format!(
+                    "object.metadata.name in variables.workloadAccounts[request.resource.resource] && \
+                     (has({pod}.serviceAccountName) ? {pod}.serviceAccountName : 'default') in \
+                     variables.workloadAccounts[request.resource.resource][object.metadata.name] && \
+                     (!has({pod}.serviceAccount) || {pod}.serviceAccount == '' || \
+                     {pod}.serviceAccount in variables.workloadAccounts[request.resource.resource][object.metadata.name]) && \
+                     [variables.workloadFeatures[request.resource.resource][object.metadata.name]].all(f, \
+                     {} && {} && {} && \
+                     (!has({pod}.volumes) || {pod}.volumes.all(v, !has(v.hostPath) || ('hostPath:' + v.hostPath.path) in f)) && \
+                     {} && {})",
+                    host("hostNetwork"),
+                    host("hostPID"),
+                    host("hostIPC"),
+                    containers("containers"),
+                    containers("initContainers"),
+                ),
+                "the operator may write only its bundles' workloads, each running as the bundle's ServiceAccount with no more of the host than the bundle gives it",
+            ),
+        ],
     }
-}
-
-/// A CEL string literal.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 #[cfg(test)]
@@ -114,14 +537,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn role(v: serde_json::Value) -> DynamicObject {
-        serde_json::from_value(v).expect("role")
+    fn obj(v: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(v).expect("object")
+    }
+
+    fn variable<'a>(p: &'a Pins, name: &str) -> &'a str {
+        &p.variables
+            .iter()
+            .find(|v| v.name == name)
+            .expect("variable")
+            .expression
     }
 
     #[test]
-    fn the_bundles_selectors_and_labels_are_the_only_ones_allowed() {
+    fn the_bundles_roles_bindings_webhooks_and_workloads_are_the_only_ones_allowed() {
         let objects = [
-            role(json!({
+            obj(json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": {"name": "kubeflow-training-admin",
                     "labels": {"rbac.authorization.kubeflow.org/aggregate-to-kubeflow-admin": "true"}},
@@ -129,30 +560,93 @@ mod tests {
                     {"rbac.authorization.kubeflow.org/aggregate-to-kubeflow-training-admin": "true"}}]},
                 "rules": [],
             })),
-            role(json!({
+            obj(json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "training-operator"}, "rules": [],
+                "metadata": {"name": "training-operator"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+            })),
+            obj(json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "training-operator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "training-operator"},
+                "subjects": [{"kind": "ServiceAccount", "name": "training-operator", "namespace": "kubeflow"}],
+            })),
+            obj(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": "validator.training-operator.kubeflow.org"},
+                "webhooks": [{"name": "validate.tfjob", "clientConfig": {"service":
+                    {"name": "training-operator", "namespace": "kubeflow", "path": "/validate-tfjob"}}}],
+            })),
+            obj(json!({
+                "apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "plugin", "namespace": "kubeflow"},
+                "spec": {"template": {"spec": {"serviceAccountName": "plugin",
+                    "volumes": [{"name": "d", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
+                    "containers": [{"name": "p", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}}},
             })),
         ];
-        let p = pins(&objects);
-        assert!(p.aggregation_rule.contains(
+        let p = pins(
+            &objects,
+            &Extra {
+                claim_role: "kubeflow-training-cluster-claim",
+                sccs: &["nonroot-v2".to_string()],
+            },
+        );
+        assert_eq!(
+            variable(&p, "clusterRoleRules"),
+            "{'kubeflow-training-admin': [], 'kubeflow-training-cluster-claim': [], 'training-operator': ['|pods|get,list||']}"
+        );
+        assert_eq!(
+            variable(&p, "clusterBindingRoles"),
+            "{'training-operator': ['ClusterRole/training-operator']}"
+        );
+        assert_eq!(
+            variable(&p, "clusterBindingSubjects"),
+            "{'training-operator': ['ServiceAccount/training-operator']}"
+        );
+        assert_eq!(
+            variable(&p, "webhooks"),
+            "{'mutatingwebhookconfigurations': {}, 'validatingwebhookconfigurations': \
+             {'validator.training-operator.kubeflow.org': ['validate.tfjob training-operator /validate-tfjob']}}"
+        );
+        assert_eq!(
+            variable(&p, "workloadFeatures"),
+            "{'daemonsets': {'plugin': ['cap:NET_ADMIN', 'hostPath:/var/lib/kubelet/device-plugins']}, \
+             'deployments': {}, 'statefulsets': {}}"
+        );
+        assert_eq!(
+            variable(&p, "workloadAccounts"),
+            "{'daemonsets': {'plugin': ['plugin']}, 'deployments': {}, 'statefulsets': {}}"
+        );
+        let all: String = p.validations.iter().map(|c| c.expression.clone()).collect();
+        assert!(all.contains(
             "(object.metadata.name == 'kubeflow-training-admin' && s.matchLabels == {'rbac.authorization.kubeflow.org/aggregate-to-kubeflow-training-admin': 'true'})"
-        ), "{}", p.aggregation_rule);
-        assert!(p.aggregation_labels.contains(
-            "['kubeflow-training-admin rbac.authorization.kubeflow.org/aggregate-to-kubeflow-admin=true']"
-        ), "{}", p.aggregation_labels);
-        // No aggregation anywhere: none is allowed.
-        let none = pins(&objects[1..]);
-        assert!(
-            none.aggregation_rule.ends_with("(false))"),
-            "{}",
-            none.aggregation_rule
-        );
-        assert!(
-            none.aggregation_labels.ends_with("in [])"),
-            "{}",
-            none.aggregation_labels
-        );
+        ), "{all}");
+        assert!(all.contains(
+            "in ['kubeflow-training-admin rbac.authorization.kubeflow.org/aggregate-to-kubeflow-admin=true']"
+        ), "{all}");
+        // Every check is guarded by the resource it is about.
+        for c in &p.validations {
+            assert!(
+                c.expression.starts_with("(request.resource.resource != '"),
+                "{}",
+                c.expression
+            );
+        }
         assert_eq!(quote("it's"), r"'it\'s'");
+    }
+
+    #[test]
+    fn a_rule_key_joins_each_list_in_order() {
+        let r: PolicyRule = serde_json::from_value(json!({
+            "apiGroups": ["", "apps"], "resources": ["pods", "deployments"],
+            "verbs": ["get"], "resourceNames": ["a"],
+        }))
+        .expect("rule");
+        assert_eq!(rule_key(&r), ",apps|pods,deployments|get|a|");
+        let urls: PolicyRule =
+            serde_json::from_value(json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}))
+                .expect("rule");
+        assert_eq!(rule_key(&urls), "||get||/metrics");
     }
 }

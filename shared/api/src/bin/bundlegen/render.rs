@@ -11,10 +11,10 @@ pub struct Operator {
     pub component: String,
     pub deployment: Value,
     pub service_account: String,
-    /// The rules of its ClusterRoles (`<sa>` and `<sa>-grants`).
+    /// The rules of its ClusterRole (`<sa>`).
     pub cluster_rules: Vec<Value>,
-    /// The rules of its Roles in one allowed namespace (`<sa>`,
-    /// `<sa>-grants`), the same in each, and of its leader-election Role.
+    /// The rules of its Role in one allowed namespace (`<sa>`), the same in
+    /// each, and of its leader-election Role.
     pub namespaced_rules: Vec<Value>,
 }
 
@@ -67,21 +67,15 @@ impl Chart {
                     .collect()
             };
             let mut cluster_rules = Vec::new();
-            for n in [sa.clone(), format!("{sa}-grants")] {
-                for role in named("ClusterRole", &n) {
-                    cluster_rules.extend(rules(role));
-                }
+            for role in named("ClusterRole", &sa) {
+                cluster_rules.extend(rules(role));
             }
             if cluster_rules.is_empty() {
                 return Err(format!("the chart grants {sa} no ClusterRole"));
             }
             // The chart repeats each Role in every allowed namespace: one copy.
             let mut namespaced_rules = Vec::new();
-            for role_name in [
-                sa.clone(),
-                format!("{sa}-grants"),
-                format!("{sa}-leader-election"),
-            ] {
+            for role_name in [sa.clone(), format!("{sa}-leader-election")] {
                 if let Some(role) = named("Role", &role_name).first() {
                     namespaced_rules.extend(rules(role));
                 }
