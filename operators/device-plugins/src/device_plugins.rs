@@ -26,9 +26,13 @@ const PLUGIN_LABEL: &str = "components.kubeflow.org/device-plugin";
 /// The device-plugins component.
 pub struct DevicePluginsComponent;
 
+/// What every entry's DaemonSet name ends with (the admission pins allow
+/// the operator DaemonSets of these names only).
+const SUFFIX: &str = "-device-plugin";
+
 /// DaemonSet name of an entry.
 fn daemonset_name(plugin: &DevicePlugin) -> String {
-    format!("{}-device-plugin", plugin.name)
+    format!("{}{SUFFIX}", plugin.name)
 }
 
 fn node_selector(
@@ -200,8 +204,10 @@ impl Component for DevicePluginsComponent {
             .collect();
         Permissions {
             bundles: folders,
-            // Only the DaemonSets of the bundles are applied.
+            // Only the DaemonSets of the bundles are applied, one per
+            // plugin entry, named after it (`daemonset_name`).
             only_kinds: Some(vec!["DaemonSet".into()]),
+            workload_suffix: Some(SUFFIX.into()),
             ..Default::default()
         }
         // Status lists the plugin pods to name the nodes they are ready on.

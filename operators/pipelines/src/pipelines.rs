@@ -12,7 +12,7 @@ use kubeflow_operator::component::{
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DeleteParams, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};
-use kubeflow_operator::rbac::Permissions;
+use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
@@ -26,6 +26,8 @@ const WORKLOADS: &[&str] = &["ml-pipeline", "ml-pipeline-ui"];
 const WORKFLOW_CONFIG: &str = "workflow-controller-configmap";
 /// The OpenShift SCC the pipelines ServiceAccounts are granted (the bundled images run as fixed users).
 const SCC: &str = "anyuid";
+/// The webhook configuration the cache deployer registers, `{}` its namespace.
+const CACHE_WEBHOOK: &str = "cache-webhook-{}";
 
 /// The Pipelines component.
 pub struct PipelinesComponent;
@@ -36,10 +38,17 @@ impl Component for PipelinesComponent {
     type Inputs = ();
 
     fn permissions(&self) -> Permissions {
-        // The cache webhook the cache deployer registers at run time is
-        // removed on deletion with the cache deployer's own rules, which the
-        // operator holds to grant them: no rule of its own for it.
-        Permissions::bundles(&["pipelines"]).openshift_scc(&[SCC])
+        // The cache webhook the cache deployer registers at run time
+        // (`cache-webhook-<namespace>`) is removed on deletion: `delete` on
+        // exactly that name in each allowed namespace.
+        Permissions::bundles(&["pipelines"])
+            .openshift_scc(&[SCC])
+            .with_per_namespace([rbac::named(
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+                &[CACHE_WEBHOOK.replace("{}", "{namespace}")],
+                &["delete"],
+            )])
     }
 
     fn references(cr: &Pipelines) -> Vec<Reference> {
@@ -146,7 +155,7 @@ impl Component for PipelinesComponent {
         cr: &Pipelines,
         client: &Client,
     ) -> Result<Vec<String>, kubeflow_operator::kube::Error> {
-        let name = format!("cache-webhook-{}", cr.namespace().unwrap_or_default());
+        let name = CACHE_WEBHOOK.replace("{}", &cr.namespace().unwrap_or_default());
         let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         match api.delete(&name, &DeleteParams::background()).await {
             Ok(_) => Ok(vec![format!("MutatingWebhookConfiguration {name}")]),
@@ -160,7 +169,6 @@ impl Component for PipelinesComponent {
 mod tests {
     use super::*;
     use kubeflow_operator::component::{assert_permitted, every_version};
-    use kubeflow_operator::rbac;
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
@@ -168,14 +176,26 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_webhook_is_removed_with_the_rules_it_holds_to_grant() {
+    fn the_cache_webhook_is_removed_by_its_name_in_each_allowed_namespace() {
         let dir = kubeflow_operator::component::manifests_dir();
         let rules =
             kubeflow_operator::component::rules_of(&PipelinesComponent, &dir).expect("rules");
         let webhooks = "mutatingwebhookconfigurations";
         let group = "admissionregistration.k8s.io";
-        assert!(rbac::allows(&rules.grants, group, webhooks, "delete"));
-        // Its own rules name the webhooks they may delete.
+        assert!(rbac::allows_named(
+            &rules.cluster_per_namespace,
+            group,
+            webhooks,
+            "delete",
+            "cache-webhook-{namespace}"
+        ));
+        // No other webhook configuration may it delete.
         assert!(!rbac::allows(&rules.cluster, group, webhooks, "delete"));
+        assert!(!rbac::allows(
+            &rules.cluster_per_namespace,
+            group,
+            webhooks,
+            "delete"
+        ));
     }
 }

@@ -55,6 +55,7 @@ pub fn component_rules(
         &super::pins::Extra {
             claim_role: &claim,
             sccs: &permissions.sccs,
+            workload_suffix: permissions.workload_suffix.as_deref(),
         },
     ));
     rules.cluster.extend(own_kind(own.0, own.1));
@@ -88,6 +89,7 @@ pub fn component_rules(
         .namespaced
         .push(rule("events.k8s.io", &["events"], &["create", "patch"]));
     rules.cluster.extend(permissions.extra.iter().cloned());
+    rules.cluster_per_namespace = permissions.extra_per_namespace.clone();
     rules
         .namespaced
         .extend(permissions.extra_namespaced.iter().cloned());

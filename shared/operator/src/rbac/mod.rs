@@ -58,8 +58,14 @@ pub struct Permissions {
     pub extra: Vec<PolicyRule>,
     /// Rules the code needs besides the bundles, in the allowed namespaces only.
     pub extra_namespaced: Vec<PolicyRule>,
+    /// Cluster-wide rules on objects named after an allowed namespace
+    /// (`{namespace}` in their names; see `Rules::cluster_per_namespace`).
+    pub extra_per_namespace: Vec<PolicyRule>,
     /// OpenShift SCCs granted to the bundles' ServiceAccounts.
     pub sccs: Vec<String>,
+    /// When the code names the bundles' workloads (one per entry of its
+    /// resource), the suffix those names end with (see `pins`).
+    pub workload_suffix: Option<String>,
 }
 
 impl Permissions {
@@ -80,6 +86,13 @@ impl Permissions {
     /// Adds rules the code needs in the namespaces it installs into.
     pub fn with_namespaced(mut self, rules: impl IntoIterator<Item = PolicyRule>) -> Self {
         self.extra_namespaced.extend(rules);
+        self
+    }
+
+    /// Adds cluster-wide rules on objects whose names hold an allowed
+    /// namespace, written `{namespace}`.
+    pub fn with_per_namespace(mut self, rules: impl IntoIterator<Item = PolicyRule>) -> Self {
+        self.extra_per_namespace.extend(rules);
         self
     }
 
@@ -106,6 +119,11 @@ pub struct Rules {
     pub cluster: Vec<PolicyRule>,
     /// Bound by a Role in each allowed namespace.
     pub namespaced: Vec<PolicyRule>,
+    /// Bound cluster-wide, once per allowed namespace with `{namespace}` in
+    /// the resource names replaced by it (objects a controller names after
+    /// its namespace at run time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_per_namespace: Vec<PolicyRule>,
     /// The names each cluster-scoped resource may be created with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<Creates>,
@@ -312,6 +330,12 @@ mod tests {
         let rules = Rules {
             cluster: vec![rule("", &["namespaces"], &["list"])],
             namespaced: vec![rule("", &["secrets"], MANAGE)],
+            cluster_per_namespace: vec![named(
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+                &["cache-webhook-{namespace}".into()],
+                &["delete"],
+            )],
             creates: vec![Creates {
                 group: String::new(),
                 resource: "namespaces".into(),

@@ -82,6 +82,10 @@ pub struct Extra<'a> {
     pub claim_role: &'a str,
     /// The OpenShift SCCs it grants the bundles' ServiceAccounts.
     pub sccs: &'a [String],
+    /// When the code names the bundles' workloads itself (one per entry of
+    /// the resource), the suffix every such name ends with: each is then
+    /// allowed what any of the bundles' workloads is.
+    pub workload_suffix: Option<&'a str>,
 }
 
 pub use crate::labels::is_aggregation_label;
@@ -242,6 +246,10 @@ fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
             }
             k => {
                 if let Some((_, resource)) = WORKLOADS.iter().find(|(w, _)| *w == k) {
+                    let name = match extra.workload_suffix {
+                        Some(suffix) => format!("*{suffix}"),
+                        None => name,
+                    };
                     let pod = &o.data["spec"]["template"]["spec"];
                     let account = pod["serviceAccountName"]
                         .as_str()
@@ -413,6 +421,14 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
         resource: r.to_string(),
     }));
     let sccs: Vec<String> = extra.sccs.to_vec();
+    let workload_name = match extra.workload_suffix {
+        Some(suffix) => format!(
+            "object.metadata.name.endsWith({s}) ? {named} : object.metadata.name",
+            s = quote(suffix),
+            named = quote(&format!("*{suffix}"))
+        ),
+        None => "object.metadata.name".to_string(),
+    };
     Pins {
         resources,
         variables: vec![
@@ -427,6 +443,7 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
             var("webhooks", map_of_maps(&b.webhooks)),
             var("workloadAccounts", map_of_maps(&b.accounts)),
             var("workloadFeatures", map_of_maps(&b.features)),
+            var("workloadName", workload_name),
         ],
         validations: vec![
             check(
@@ -511,12 +528,12 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
             check(
                 &workload_names,
                 format!(
-                    "object.metadata.name in variables.workloadAccounts[request.resource.resource] && \
+                    "variables.workloadName in variables.workloadAccounts[request.resource.resource] && \
                      (has({pod}.serviceAccountName) ? {pod}.serviceAccountName : 'default') in \
-                     variables.workloadAccounts[request.resource.resource][object.metadata.name] && \
+                     variables.workloadAccounts[request.resource.resource][variables.workloadName] && \
                      (!has({pod}.serviceAccount) || {pod}.serviceAccount == '' || \
-                     {pod}.serviceAccount in variables.workloadAccounts[request.resource.resource][object.metadata.name]) && \
-                     [variables.workloadFeatures[request.resource.resource][object.metadata.name]].all(f, \
+                     {pod}.serviceAccount in variables.workloadAccounts[request.resource.resource][variables.workloadName]) && \
+                     [variables.workloadFeatures[request.resource.resource][variables.workloadName]].all(f, \
                      {} && {} && {} && \
                      (!has({pod}.volumes) || {pod}.volumes.all(v, !has(v.hostPath) || ('hostPath:' + v.hostPath.path) in f)) && \
                      {} && {})",
@@ -590,6 +607,7 @@ mod tests {
             &Extra {
                 claim_role: "kubeflow-training-cluster-claim",
                 sccs: &["nonroot-v2".to_string()],
+                workload_suffix: None,
             },
         );
         assert_eq!(
