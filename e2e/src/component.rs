@@ -9,6 +9,9 @@ use serde_json::Value;
 
 use crate::wait_for;
 
+/// The Training resource most tests install: `kubeflow`, at v1.9.2.
+pub const TRAINING_CR: &str = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n";
+
 /// The API of a component kind (`Training`, `Pipelines`, ...) as dynamic objects.
 pub fn component_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
     let (group, plural) = match kind {

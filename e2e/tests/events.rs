@@ -57,7 +57,7 @@ async fn describe_shows_what_changed_once_and_nothing_at_rest() {
     );
     let trainings = component_api(&client, &ns.name, "Training");
     let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
     let seen = wait_for("a Ready Event", TIMEOUT, || async {
         let e = events_of(&events, "kubeflow").await;

@@ -43,7 +43,7 @@ async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash()
     let ns = TestNamespace::new(&client, "faults").await;
     let mut training = OperatorProcess::start("kubeflow-training-operator", &[]);
     let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let roles: Api<ClusterRole> = Api::all(client.clone());
@@ -183,7 +183,7 @@ async fn a_workload_that_cannot_start_says_why() {
     .await;
     let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
     let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     let cr = wait_for("the reason to show", TIMEOUT, || async {
         let cr = trainings.get("kubeflow").await.ok()?;
         let (s, reason, message, _) = condition(&cr, "Ready")?;

@@ -188,7 +188,7 @@ async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
     clear_leftovers(&client).await;
     install_crds(&client).await;
     let ns = TestNamespace::new(&client, "lib-training").await;
-    let cr: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let cr: Training = parent(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     let engine = Engine::new(client.clone(), MANAGER);
     let objects = rendered("training", "v1.9.2", &ns.name);
     let count = objects.len();
@@ -431,7 +431,7 @@ async fn a_second_inventory_cannot_take_a_held_cluster_object_and_applies_nothin
     install_crds(&client).await;
     let a = TestNamespace::new(&client, "lib-holder").await;
     let b = TestNamespace::new(&client, "lib-taker").await;
-    let cr_yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n";
+    let cr_yaml = kubeflow_e2e::component::TRAINING_CR;
     let _: Training = parent(&client, &a.name, cr_yaml).await;
     let _: Training = parent(&client, &b.name, cr_yaml).await;
     let engine = Engine::new(client.clone(), MANAGER);
@@ -480,7 +480,7 @@ async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
     clear_leftovers(&client).await;
     install_crds(&client).await;
     let ns = TestNamespace::new(&client, "lib-invalid").await;
-    let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let _: Training = parent(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     let engine = Engine::new(client.clone(), MANAGER);
     let good = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: good, namespace: {0}}}\n",
@@ -570,7 +570,7 @@ async fn every_bundle_and_upgrade_applied_again_writes_nothing() {
                 .collect::<Vec<_>>()
         });
         let ns = TestNamespace::new(&client, "lib-every").await;
-        let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+        let _: Training = parent(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
         for version in &versions {
             let mut objects = rendered(&component, version, &ns.name);
             // cert-manager is not installed here; the Serving operator drops these too.
@@ -601,7 +601,7 @@ async fn a_field_set_and_then_removed_leaves_the_object() {
     clear_leftovers(&client).await;
     install_crds(&client).await;
     let ns = TestNamespace::new(&client, "lib-removal").await;
-    let _: Training = parent(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    let _: Training = parent(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     let engine = Engine::new(client.clone(), MANAGER);
     let plain = rendered("training", "v1.9.2", &ns.name);
     let mut edited = plain.clone();

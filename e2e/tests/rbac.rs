@@ -107,12 +107,7 @@ async fn an_operator_missing_a_permission_changes_nothing_and_says_so() {
         &[],
         &[("KUBECONFIG", &kubeconfig.display().to_string())],
     );
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n",
-    )
-    .await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     let trainings = component_api(&client, &ns.name, "Training");
     let (status, message) = wait_for("the refusal in the Training status", TIMEOUT, || async {
         let cr = trainings.get("kubeflow").await.ok()?;

@@ -623,6 +623,51 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         }
     }
 
+    // Another party's RoleBinding and Deployment in an allowed namespace:
+    // no operator deletes them (RBAC cannot name a namespaced delete; the
+    // pins do).
+    apply_yaml(
+        &client,
+        KUBEFLOW_NAMESPACE,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: reach-test-users}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]\n",
+    )
+    .await;
+    tool_ok(
+        "kubectl",
+        &[
+            "create",
+            "deployment",
+            "reach-test-users",
+            "-n",
+            KUBEFLOW_NAMESPACE,
+            "--image=busybox",
+        ],
+    );
+    for c in COMPONENTS {
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        for what in ["rolebinding", "deployment"] {
+            let (deleted, err) = kubectl_as(
+                &kubeconfig,
+                &["delete", what, "reach-test-users", "-n", KUBEFLOW_NAMESPACE],
+            );
+            assert!(!deleted, "{c} deleted another party's {what}");
+            assert!(
+                err.contains("forbidden") || err.contains("may delete only"),
+                "{c} {what}: {err}"
+            );
+        }
+    }
+    tool_ok(
+        "kubectl",
+        &[
+            "delete",
+            "rolebinding,deployment",
+            "reach-test-users",
+            "-n",
+            KUBEFLOW_NAMESPACE,
+        ],
+    );
+
     // Webhooks: an operator's own configuration pointed at a URL, or given
     // an entry of its own, is refused; another party's is out of reach.
     let foreign = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: reach-test-someone-elses}\nwebhooks: []\n";
@@ -682,6 +727,28 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         }
     }
     assert!(hooked >= 4, "only {hooked} webhook configurations tried");
+    // A CRD's conversion webhook pointed at a URL would receive every
+    // object of the kind: refused for each operator's own CRDs.
+    let convert = r#"{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"url":"https://reach-test.invalid/convert"}}}}}"#;
+    let mut converted = 0;
+    for c in COMPONENTS {
+        let rules = rules_of(c);
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        let Some(crd) = named_in(&rules, "customresourcedefinitions", "patch")
+            .into_iter()
+            .find(|n| run_tool("kubectl", &["get", "crd", n]).status.success())
+        else {
+            continue;
+        };
+        converted += 1;
+        let (redirected, err) = kubectl_as(
+            &kubeconfig,
+            &["patch", "crd", &crd, "--type", "merge", "-p", convert],
+        );
+        assert!(!redirected, "{c} pointed {crd}'s conversion at a URL");
+        assert!(err.contains("CRDs"), "{c} {crd}: {err}");
+    }
+    assert!(converted >= 5, "only {converted} CRDs tried");
     tool_ok(
         "kubectl",
         &[
@@ -790,12 +857,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
 
     // 3. A component CR in a namespace the chart does not allow is refused,
     // and nothing is created for it, cluster-wide or in its namespace.
-    apply_yaml(
-        &client,
-        "team-a",
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n",
-    )
-    .await;
+    apply_yaml(&client, "team-a", kubeflow_e2e::component::TRAINING_CR).await;
     let trainings = component_api(&client, "team-a", "Training");
     let message = wait_for(
         "NamespaceNotAllowed on the tenant's CR",

@@ -224,12 +224,7 @@ async fn a_write_the_clusters_policy_refuses_is_named_and_recovers() {
     let ns = TestNamespace::new(&client, "admission").await;
     let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
     let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n",
-    )
-    .await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
     let policy = format!("e2e-freeze-{}", ns.name);
     apply_yaml(
@@ -391,4 +386,49 @@ async fn huge_input_gets_a_bounded_refusal_at_its_generation() {
         kubeflow_e2e::component::delete_and_wait(&trainings, name, TIMEOUT).await;
     }
     ns.delete().await;
+}
+
+/// A namespace whose Pod Security level would refuse the component's pods:
+/// refused before anything is written, naming the label and the level the
+/// pods need (the training-operator v1.9.2 runs as root: `baseline`). At
+/// that level the API server's own Pod Security admission admits the pods
+/// and the component becomes Ready.
+#[tokio::test]
+async fn a_namespace_whose_pod_security_would_refuse_the_pods_is_named_first() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
+    let ns = TestNamespace::new(&client, "podsecurity").await;
+    let label = |level: &str| {
+        let out = run_tool(
+            "kubectl",
+            &[
+                "label",
+                "namespace",
+                &ns.name,
+                "--overwrite",
+                &format!("pod-security.kubernetes.io/enforce={level}"),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    label("restricted");
+    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
+    let trainings = component_api(&client, &ns.name, "Training");
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
+    refused(
+        &trainings,
+        "kubeflow",
+        "PodSecurity",
+        "pod-security.kubernetes.io/enforce=baseline",
+    )
+    .await;
+    assert_eq!(written(&client, &ns.name, "training").await, 0);
+    label("baseline");
+    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns.name);
+    let admitted = pods.list(&ListParams::default()).await.expect("pods").items;
+    assert!(!admitted.is_empty(), "no pod was admitted at baseline");
 }

@@ -457,7 +457,7 @@ async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
     )
     .await;
     assert_eq!(states, ["active", "standby"]);
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n").await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     let trainings = component_api(&client, &ns.name, "Training");
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
     let reconciles = |text: String| metric_sum(&text, "controller_runtime_reconcile_total", &[]);

@@ -52,12 +52,7 @@ async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
     let ns = TestNamespace::new(&client, "whole").await;
     let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
     let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n",
-    )
-    .await;
+    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 

@@ -71,6 +71,9 @@ reasons! {
     IstioMinorVersionSkip,
     /// The CR would install into a namespace the operator may not install into.
     NamespaceNotAllowed,
+    /// The target namespace's Pod Security level would refuse the
+    /// component's pods.
+    PodSecurity,
     /// Some managed components are not ready.
     ComponentsNotReady,
     /// A webhook certificate could not be made or read.

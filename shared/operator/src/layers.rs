@@ -4,7 +4,8 @@
 //! 1. **base**: kinds, labels, conditions, refusals, quantities, bundles,
 //!    namespaces allowed, the platform;
 //! 2. **render**: what the objects are (transforms, validation, images,
-//!    overrides, certificates, OpenShift, RBAC derivation, upgrade plans);
+//!    overrides, certificates, OpenShift, Pod Security levels, RBAC
+//!    derivation, upgrade plans);
 //! 3. **engine**: what is on the cluster (apply, prune, the live index,
 //!    inventory, discovery, cleanup, health);
 //! 4. **report**: status, Events, telemetry;
@@ -38,6 +39,7 @@ mod tests {
         ("overrides", 1),
         ("certs", 1),
         ("openshift", 1),
+        ("pod_security", 1),
         ("render", 1),
         ("rbac", 1),
         ("upgrade_plan", 1),

@@ -27,6 +27,7 @@ pub mod live_index;
 pub mod openshift;
 pub mod overrides;
 pub mod platform;
+pub mod pod_security;
 pub mod quantity;
 pub mod rbac;
 pub mod refusal;

@@ -174,7 +174,6 @@ fn watch_references<C: Component>(
     watched: &[crate::watches::Watched],
 ) -> Controller<C::Resource> {
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    use kube::core::PartialObjectMeta;
     let may_watch = |kind: &str| {
         watched
             .iter()
@@ -185,43 +184,52 @@ fn watch_references<C: Component>(
         None => vec![None],
     };
     for ns in namespaces {
-        let where_ = ns.clone().unwrap_or_else(|| "all namespaces".into());
         // Every operator's Role grants watching ConfigMaps (see rbac).
-        {
-            // Metadata only: their contents are never held.
-            let api: Api<PartialObjectMeta<ConfigMap>> = match &ns {
-                Some(ns) => Api::namespaced(client.clone(), ns),
-                None => Api::all(client.clone()),
-            };
-            let stream = crate::watches::isolated(
-                api,
-                watcher::Config::default().any_semantic(),
-                format!("configmaps in {where_}"),
-            );
-            let store = controller.store();
-            controller = controller.watches_stream(stream, move |cm| {
-                naming::<C>(&store, &cm.metadata, |name| {
-                    Reference::ConfigMap(name.into())
-                })
-            });
-        }
+        controller = watch_referenced::<C, ConfigMap>(controller, client, &ns, |name| {
+            Reference::ConfigMap(name.into())
+        });
         if may_watch("Secret") {
-            let api: Api<PartialObjectMeta<Secret>> = match &ns {
-                Some(ns) => Api::namespaced(client.clone(), ns),
-                None => Api::all(client.clone()),
-            };
-            let stream = crate::watches::isolated(
-                api,
-                watcher::Config::default().any_semantic(),
-                format!("secrets in {where_}"),
-            );
-            let store = controller.store();
-            controller = controller.watches_stream(stream, move |s| {
-                naming::<C>(&store, &s.metadata, |name| Reference::Secret(name.into()))
+            controller = watch_referenced::<C, Secret>(controller, client, &ns, |name| {
+                Reference::Secret(name.into())
             });
         }
     }
     controller
+}
+
+/// Adds a watch of objects of kind `K` in `ns` (all namespaces if `None`),
+/// metadata only (their contents are never held), bringing a reconcile of
+/// every CR whose reference `reference` makes names one.
+fn watch_referenced<C, K>(
+    controller: Controller<C::Resource>,
+    client: &kube::Client,
+    ns: &Option<String>,
+    reference: fn(&str) -> Reference,
+) -> Controller<C::Resource>
+where
+    C: Component,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    use kube::core::PartialObjectMeta;
+    let api: Api<PartialObjectMeta<K>> = match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let plural = K::plural(&()).to_string();
+    let where_ = ns.clone().unwrap_or_else(|| "all namespaces".into());
+    let stream = crate::watches::isolated(
+        api,
+        watcher::Config::default().any_semantic(),
+        format!("{plural} in {where_}"),
+    );
+    let store = controller.store();
+    controller.watches_stream(stream, move |o| naming::<C>(&store, &o.metadata, reference))
 }
 
 /// The CRs (of the controller's cache) that name the object `meta`

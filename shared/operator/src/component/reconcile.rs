@@ -88,6 +88,7 @@ pub(super) async fn apply<C: Component>(
     let (rendered, blocked) =
         upgrade_gate(cr, ctx, platform, &old, full.as_mut(), rendered, misfit).await?;
     let version = rendered.version.clone();
+    admitted_by_pod_security(ctx, &rendered.objects).await?;
     let outcome = apply_rendered(cr, ctx, rendered.objects, &version).await?;
     // Applied at this version: an older one's parsed bundle is not needed.
     ctx.bundles.keep_only(C::Resource::COMPONENT, &version);
@@ -345,24 +346,13 @@ async fn render_with<C: Component>(
                 cr.meta().name.as_deref().unwrap_or_default(),
                 name.as_str(),
             );
-            let listed = match overrides_from_config_map(ctx, &ns, name).await {
-                Ok(listed) => {
-                    ctx.last_read.keep_overrides(key, &listed);
-                    listed
-                }
-                Err(Failure::Refused(r)) if r.reason == Reason::PrerequisiteMissing => {
-                    let kept = ctx
-                        .last_read
-                        .overrides(key)
-                        .ok_or(Failure::Refused(r.clone()))?;
-                    missing.push(format!(
-                        "{}; the overrides it last held are applied until it is back",
-                        r.message
-                    ));
-                    kept
-                }
-                Err(e) => return Err(e),
-            };
+            let listed = or_last_read(
+                overrides_from_config_map(ctx, &ns, name).await,
+                |l| ctx.last_read.keep_overrides(key, l),
+                || ctx.last_read.overrides(key),
+                "overrides",
+                missing,
+            )?;
             crate::overrides::apply(
                 &mut rendered.objects,
                 &listed,
@@ -377,24 +367,13 @@ async fn render_with<C: Component>(
             cr.meta().name.as_deref().unwrap_or_default(),
             name.as_str(),
         );
-        let digests = match read_digests(ctx, &ns, name).await {
-            Ok(d) => {
-                ctx.last_read.keep_digests(key, &d);
-                d
-            }
-            Err(Failure::Refused(r)) if r.reason == Reason::PrerequisiteMissing => {
-                let kept = ctx
-                    .last_read
-                    .digests(key)
-                    .ok_or(Failure::Refused(r.clone()))?;
-                missing.push(format!(
-                    "{}; the digests it last held are applied until it is back",
-                    r.message
-                ));
-                kept
-            }
-            Err(e) => return Err(e),
-        };
+        let digests = or_last_read(
+            read_digests(ctx, &ns, name).await,
+            |d| ctx.last_read.keep_digests(key, d),
+            || ctx.last_read.digests(key),
+            "digests",
+            missing,
+        )?;
         pin_digests(&ns, name, &digests, &mut rendered.objects)?;
     }
     let outside = ctx.scope.outside(&rendered.objects);
@@ -435,6 +414,34 @@ async fn config_map<C: Component>(
             format!("{field}: ConfigMap {namespace}/{name} does not exist"),
         )
         .into()),
+    }
+}
+
+/// What a referenced ConfigMap holds, as `read` it now (kept by `keep`);
+/// or, when the map has gone missing since, what it last held (`last`),
+/// the gap noted in `missing` for `Degraded`. Missing and never read:
+/// refused as `read` refused it.
+fn or_last_read<T>(
+    read: Result<T, Failure>,
+    keep: impl FnOnce(&T),
+    last: impl FnOnce() -> Option<T>,
+    what: &str,
+    missing: &mut Vec<String>,
+) -> Result<T, Failure> {
+    match read {
+        Ok(v) => {
+            keep(&v);
+            Ok(v)
+        }
+        Err(Failure::Refused(r)) if r.reason == Reason::PrerequisiteMissing => {
+            let kept = last().ok_or(Failure::Refused(r.clone()))?;
+            missing.push(format!(
+                "{}; the {what} it last held are applied until it is back",
+                r.message
+            ));
+            Ok(kept)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -644,4 +651,32 @@ pub(super) async fn announce_progress<C: Component>(
         );
         ctx.tools.tell(&on, Notice::Ready, None, note).await;
     }
+}
+
+/// Refuses, before anything is applied, when a namespace the workloads go
+/// to enforces a Pod Security level that would refuse their pods.
+async fn admitted_by_pod_security<C: Component>(
+    ctx: &Context<C>,
+    objects: &[DynamicObject],
+) -> Result<(), Failure> {
+    use crate::pod_security::{self, ENFORCE, Level};
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(ctx.tools.client.clone());
+    for (namespace, need) in pod_security::needed(objects) {
+        if namespace.is_empty() || need.level == Level::Restricted {
+            continue;
+        }
+        let labels = match api.get_metadata_opt(&namespace).await {
+            Ok(Some(m)) => m.metadata.labels.unwrap_or_default(),
+            // Not made yet (by the bundle itself): nothing enforced there.
+            Ok(None) => continue,
+            Err(e) => return Err(Failure::api(&format!("read namespace {namespace}"), e)),
+        };
+        if let Some(message) =
+            pod_security::refusal(&namespace, labels.get(ENFORCE).map(String::as_str), &need)
+        {
+            return Err(Refusal::new(Reason::PodSecurity, message).into());
+        }
+    }
+    Ok(())
 }

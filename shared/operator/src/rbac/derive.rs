@@ -90,6 +90,13 @@ pub fn component_rules(
         .push(rule("events.k8s.io", &["events"], &["create", "patch"]));
     rules.cluster.extend(permissions.extra.iter().cloned());
     rules.cluster_per_namespace = permissions.extra_per_namespace.clone();
+    // The target namespace's Pod Security label is read before an apply.
+    rules.cluster_per_namespace.push(named(
+        "",
+        "namespaces",
+        &["{namespace}".to_string()],
+        &["get"],
+    ));
     rules
         .namespaced
         .extend(permissions.extra_namespaced.iter().cloned());

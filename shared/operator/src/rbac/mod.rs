@@ -345,6 +345,7 @@ mod tests {
                 resources: vec![pins::Matched {
                     group: "rbac.authorization.k8s.io".into(),
                     resource: "roles".into(),
+                    delete: true,
                 }],
                 variables: vec![pins::Variable {
                     name: "roleRules".into(),

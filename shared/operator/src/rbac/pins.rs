@@ -20,6 +20,9 @@
 //! - a webhook configuration may only be one of the bundles', each webhook
 //!   one of its webhooks pointing at the bundle's Service (name and path)
 //!   in an allowed namespace, never at a URL;
+//! - a CRD may only be one of the bundles', its conversion webhook (if any)
+//!   calling the bundle's Service in an allowed namespace, never a URL: a
+//!   URL would receive every object of the kind;
 //! - a Deployment, StatefulSet or DaemonSet may only be one of the
 //!   bundles', running as the bundle's ServiceAccount, with no host
 //!   namespace, host path, privileged container or added capability the
@@ -55,6 +58,10 @@ pub struct Matched {
     pub group: String,
     /// Plural resource name.
     pub resource: String,
+    /// Deletes are checked too (namespaced kinds, whose `delete` RBAC
+    /// cannot limit by name; cluster-scoped ones are deleted by name only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete: bool,
 }
 
 /// A named CEL expression.
@@ -148,6 +155,8 @@ struct Bundled {
     service_accounts: BTreeSet<String>,
     /// Per resource, per configuration: "webhook service path".
     webhooks: BTreeMap<&'static str, Names>,
+    /// Per CRD: its conversion webhook's "service path", if it has one.
+    crds: Names,
     /// Per resource, per workload: its ServiceAccounts; its host features.
     accounts: BTreeMap<&'static str, Names>,
     features: BTreeMap<&'static str, Names>,
@@ -228,6 +237,19 @@ fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
             }
             "ServiceAccount" => {
                 b.service_accounts.insert(name);
+            }
+            "CustomResourceDefinition" => {
+                let entry = b.crds.entry(name.clone()).or_default();
+                if let Some(service) = o
+                    .data
+                    .pointer("/spec/conversion/webhook/clientConfig/service")
+                {
+                    entry.insert(format!(
+                        "{} {}",
+                        service["name"].as_str().unwrap_or_default(),
+                        service["path"].as_str().unwrap_or_default()
+                    ));
+                }
             }
             k @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
                 let resource = WEBHOOK_CONFIGS[usize::from(k.starts_with('V'))];
@@ -341,14 +363,38 @@ fn var(name: &str, expression: String) -> Variable {
     }
 }
 
+/// A check of creates and updates of `resources` (a delete has no
+/// `object`: see `deletes`).
 fn check(resources: &[&str], body: String, message: &str) -> Check {
     let guard: Vec<String> = resources
         .iter()
         .map(|r| format!("request.resource.resource != {}", quote(r)))
         .collect();
     Check {
-        expression: format!("({}) || ({body})", guard.join(" && ")),
+        expression: format!(
+            "({}) || request.operation == 'DELETE' || ({body})",
+            guard.join(" && ")
+        ),
         message: message.into(),
+    }
+}
+
+/// Deletes of the namespaced kinds: only the bundles' names (as their
+/// writes), so an operator's token cannot remove another party's role,
+/// binding or workload in an allowed namespace.
+fn deletes(workload_key: &str) -> Check {
+    Check {
+        expression: format!(
+            "request.operation != 'DELETE' || \
+             (request.resource.resource == 'roles' && oldObject.metadata.name in variables.roleRules) || \
+             (request.resource.resource == 'rolebindings' && (oldObject.metadata.name in variables.bindingRoles || \
+             (oldObject.roleRef.name.startsWith('system:openshift:scc:') && \
+             oldObject.metadata.name.endsWith('-scc-' + oldObject.roleRef.name.substring(21))))) || \
+             (request.resource.resource in ['deployments', 'statefulsets', 'daemonsets'] && \
+             ({workload_key}) in variables.workloadAccounts[request.resource.resource])"
+        ),
+        message: "the operator may delete only its bundles' Roles, RoleBindings and workloads"
+            .into(),
     }
 }
 
@@ -410,24 +456,33 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
     .map(|r| Matched {
         group: RBAC.into(),
         resource: r.to_string(),
+        delete: matches!(*r, "roles" | "rolebindings"),
     })
     .collect();
     resources.extend(WEBHOOK_CONFIGS.iter().map(|r| Matched {
         group: ADMISSION.into(),
         resource: r.to_string(),
+        delete: false,
     }));
+    resources.push(Matched {
+        group: "apiextensions.k8s.io".into(),
+        resource: "customresourcedefinitions".into(),
+        delete: false,
+    });
     resources.extend(workload_names.iter().map(|r| Matched {
         group: "apps".into(),
         resource: r.to_string(),
+        delete: true,
     }));
     let sccs: Vec<String> = extra.sccs.to_vec();
-    let workload_name = match extra.workload_suffix {
+    // The key of a workload's entry in the variables, by its name.
+    let workload_key = |of: &str| match extra.workload_suffix {
         Some(suffix) => format!(
-            "object.metadata.name.endsWith({s}) ? {named} : object.metadata.name",
+            "{of}.metadata.name.endsWith({s}) ? {named} : {of}.metadata.name",
             s = quote(suffix),
             named = quote(&format!("*{suffix}"))
         ),
-        None => "object.metadata.name".to_string(),
+        None => format!("{of}.metadata.name"),
     };
     Pins {
         resources,
@@ -441,9 +496,10 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
             var("serviceAccounts", list(&b.service_accounts)),
             var("sccs", list(&sccs)),
             var("webhooks", map_of_maps(&b.webhooks)),
+            var("conversions", map(&b.crds)),
             var("workloadAccounts", map_of_maps(&b.accounts)),
             var("workloadFeatures", map_of_maps(&b.features)),
-            var("workloadName", workload_name),
+            var("workloadName", workload_key("object")),
         ],
         validations: vec![
             check(
@@ -526,6 +582,20 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
                 "the operator may write only its bundles' webhook configurations, each webhook calling the bundle's Service in an allowed namespace",
             ),
             check(
+                &["customresourcedefinitions"],
+                "object.metadata.name in variables.conversions && \
+                 (!has(object.spec.conversion) || !has(object.spec.conversion.webhook) || \
+                 !has(object.spec.conversion.webhook.clientConfig) || \
+                 (!has(object.spec.conversion.webhook.clientConfig.url) && \
+                 has(object.spec.conversion.webhook.clientConfig.service) && \
+                 object.spec.conversion.webhook.clientConfig.service.namespace in variables.allowedNamespaces && \
+                 (object.spec.conversion.webhook.clientConfig.service.name + ' ' + \
+                 (has(object.spec.conversion.webhook.clientConfig.service.path) ? object.spec.conversion.webhook.clientConfig.service.path : '')) \
+                 in variables.conversions[object.metadata.name]))"
+                    .to_string(),
+                "the operator may write only its bundles' CRDs, a conversion webhook calling the bundle's Service in an allowed namespace",
+            ),
+            check(
                 &workload_names,
                 format!(
                     "variables.workloadName in variables.workloadAccounts[request.resource.resource] && \
@@ -545,6 +615,7 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
                 ),
                 "the operator may write only its bundles' workloads, each running as the bundle's ServiceAccount with no more of the host than the bundle gives it",
             ),
+            deletes(&workload_key("oldObject")),
         ],
     }
 }
@@ -595,6 +666,12 @@ mod tests {
                     {"name": "training-operator", "namespace": "kubeflow", "path": "/validate-tfjob"}}}],
             })),
             obj(json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "trainjobs.trainer.kubeflow.org"},
+                "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig":
+                    {"service": {"name": "trainer-webhook", "namespace": "kubeflow", "path": "/convert"}}}}},
+            })),
+            obj(json!({
                 "apiVersion": "apps/v1", "kind": "DaemonSet",
                 "metadata": {"name": "plugin", "namespace": "kubeflow"},
                 "spec": {"template": {"spec": {"serviceAccountName": "plugin",
@@ -636,6 +713,10 @@ mod tests {
             variable(&p, "workloadAccounts"),
             "{'daemonsets': {'plugin': ['plugin']}, 'deployments': {}, 'statefulsets': {}}"
         );
+        assert_eq!(
+            variable(&p, "conversions"),
+            "{'trainjobs.trainer.kubeflow.org': ['trainer-webhook /convert']}"
+        );
         let all: String = p.validations.iter().map(|c| c.expression.clone()).collect();
         assert!(all.contains(
             "(object.metadata.name == 'kubeflow-training-admin' && s.matchLabels == {'rbac.authorization.kubeflow.org/aggregate-to-kubeflow-training-admin': 'true'})"
@@ -643,8 +724,12 @@ mod tests {
         assert!(all.contains(
             "in ['kubeflow-training-admin rbac.authorization.kubeflow.org/aggregate-to-kubeflow-admin=true']"
         ), "{all}");
-        // Every check is guarded by the resource it is about.
-        for c in &p.validations {
+        // Every check of writes is guarded by the resource it is about.
+        for c in p
+            .validations
+            .iter()
+            .filter(|c| !c.expression.starts_with("request.operation != 'DELETE'"))
+        {
             assert!(
                 c.expression.starts_with("(request.resource.resource != '"),
                 "{}",
