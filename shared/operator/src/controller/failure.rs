@@ -40,8 +40,21 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// A failed API request, named by what it was for.
+    /// A failed API request, named by what it was for. The authorizer's
+    /// refusal is the operator's RBAC lacking a permission (a person must
+    /// grant it), wherever the request was made.
     pub fn api(what: &str, e: kube::Error) -> Self {
+        if let kube::Error::Api(status) = &e
+            && status.code == 403
+            && status.message.contains(" cannot ")
+        {
+            return Failure::Transient {
+                reason: Reason::PermissionDenied,
+                message: crate::conditions::bounded(&format!(
+                    "the operator's RBAC does not allow this: failed to {what}: {e}"
+                )),
+            };
+        }
         Failure::Transient {
             reason: Reason::ApiError,
             message: crate::conditions::bounded(&format!("failed to {what}: {e}")),
@@ -95,5 +108,40 @@ impl From<ApplyError> for Failure {
             reason: Reason::ApiError,
             message: crate::conditions::bounded(&e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure", "message": message, "reason": "Forbidden", "code": code,
+            }))
+            .expect("status"),
+        )
+    }
+
+    #[test]
+    fn an_authorizer_refusal_is_a_missing_permission_anything_else_passes() {
+        let denied = Failure::api(
+            "read namespace kubeflow",
+            status(
+                403,
+                "namespaces \"kubeflow\" is forbidden: User \"system:serviceaccount:x:y\" cannot get resource \"namespaces\"",
+            ),
+        );
+        assert_eq!(denied.metric_reason(), "PermissionDenied");
+        // A 403 that is not the authorizer's (a terminating namespace).
+        let other = Failure::api(
+            "create",
+            status(
+                403,
+                "unable to create new content in namespace kubeflow because it is being terminated",
+            ),
+        );
+        assert_eq!(other.metric_reason(), "ApiError");
     }
 }
