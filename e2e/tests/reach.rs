@@ -389,7 +389,12 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             .expect("cluster roles")
             .items
             .into_iter()
-            .map(|r| (r.metadata.name.unwrap_or_default(), r.aggregation_rule.is_some()))
+            .map(|r| {
+                (
+                    r.metadata.name.unwrap_or_default(),
+                    r.aggregation_rule.is_some(),
+                )
+            })
             .collect();
     let mut tried = 0;
     for c in COMPONENTS {
