@@ -5,7 +5,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::{DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training};
+use crate::{CertManager, DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training};
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
@@ -46,6 +46,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(Trainer::crd(), "Trainer"),
         ),
         (
+            "components.kubeflow.org_certmanagers.yaml",
+            component(CertManager::crd(), "CertManager"),
+        ),
+        (
             "components.kubeflow.org_deviceplugins.yaml",
             component(DevicePlugins::crd(), "DevicePlugins"),
         ),
@@ -79,6 +83,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "Trainer",
         "Kubeflow Trainer version to deploy, e.g. \"v2.2.0\"; the meta-operator sets it from its release table.",
         "Image overrides by Deployment (both controllers name their container \"manager\"): \"kubeflow-trainer-controller-manager\" or \"jobset-controller-manager\", e.g. {\"jobset-controller-manager\": \"registry.example/jobset/jobset:v0.11.0\"}.",
+    ),
+    (
+        "CertManager",
+        "cert-manager version to deploy, e.g. \"v1.20.2\"; the meta-operator sets it from its release table. Unused when a cert-manager the project did not install is used (mode Auto or External).",
+        "Image overrides by container name, e.g. {\"cert-manager-controller\": \"registry.example/jetstack/cert-manager-controller:v1.20.2\"}; the others are \"cert-manager-cainjector\" and \"cert-manager-webhook\".",
     ),
     (
         "DevicePlugins",

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
-    device_plugins::DevicePluginsSpec, istio::IstioSpec, pipelines::PipelinesSpec,
+    cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec, istio::IstioSpec, pipelines::PipelinesSpec,
     serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
 };
 
@@ -40,6 +40,11 @@ pub struct KubeflowComponents {
     /// The Istio control plane (Serving and Pipelines wait for it when it is Managed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub istio: Option<ComponentEntry<IstioSpec>>,
+    /// cert-manager and the Kubeflow issuer, or only the issuer where
+    /// another cert-manager serves the cluster (Serving waits for it when it
+    /// is Managed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_manager: Option<ComponentEntry<CertManagerSpec>>,
     /// Kubeflow Pipelines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
@@ -66,7 +71,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, Pipelines, Serving, Training, Trainer, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Pipelines, Serving, Training, Trainer, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

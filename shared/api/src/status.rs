@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
-use crate::components::{device_plugins, istio, pipelines, serving, trainer, training};
+use crate::components::{cert_manager, device_plugins, istio, pipelines, serving, trainer, training};
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
 /// A status with conditions at an observed generation.
@@ -96,6 +96,7 @@ macro_rules! extended_status {
 
 extended_status!(trainer::TrainerStatus);
 extended_status!(device_plugins::DevicePluginsStatus);
+extended_status!(cert_manager::CertManagerStatus);
 
 impl AsRef<ComponentStatus> for ComponentStatus {
     fn as_ref(&self) -> &ComponentStatus {
@@ -126,6 +127,7 @@ reported!(trainer::Trainer, trainer::TrainerStatus);
 reported!(serving::Serving, ComponentStatus);
 reported!(pipelines::Pipelines, ComponentStatus);
 reported!(istio::Istio, ComponentStatus);
+reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
 reported!(
     device_plugins::DevicePlugins,
     device_plugins::DevicePluginsStatus

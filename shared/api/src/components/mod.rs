@@ -1,4 +1,4 @@
-//! The six component kinds, and what the generic operator machinery needs to know of each.
+//! The seven component kinds, and what the generic operator machinery needs to know of each.
 
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
@@ -59,6 +59,7 @@ macro_rules! component_crd {
     };
 }
 
+pub mod cert_manager;
 pub mod device_plugins;
 pub mod istio;
 pub mod pipelines;
@@ -128,6 +129,11 @@ component!(trainer::Trainer, trainer::TrainerSpec, "trainer");
 component!(serving::Serving, serving::ServingSpec, "serving");
 component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
 component!(istio::Istio, istio::IstioSpec, "istio");
+component!(
+    cert_manager::CertManager,
+    cert_manager::CertManagerSpec,
+    "cert-manager"
+);
 component!(
     device_plugins::DevicePlugins,
     device_plugins::DevicePluginsSpec,
