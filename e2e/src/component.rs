@@ -141,16 +141,22 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
             }
         }
         // Namespaces are released, not deleted, by a cleanup; after a test
-        // that stopped half-way, Istio's may still hold another instance's
-        // objects. Every Istio test starts without it.
-        if *component == "istio" {
+        // that stopped half-way, the namespace a component keeps for itself
+        // (Istio's, cert-manager's) may still hold another instance's
+        // objects. Every test of such a component starts without it.
+        let own_namespace = match *component {
+            "istio" => Some("istio-system"),
+            "cert-manager" => Some("cert-manager"),
+            _ => None,
+        };
+        if let Some(own) = own_namespace {
             let namespaces: Api<Namespace> = Api::all(client.clone());
-            let _ = namespaces.delete("istio-system", &dp).await;
+            let _ = namespaces.delete(own, &dp).await;
             crate::wait::wait_for(
-                "istio-system to be deleted",
+                &format!("{own} to be deleted"),
                 std::time::Duration::from_secs(120),
                 || async {
-                    match namespaces.get_opt("istio-system").await {
+                    match namespaces.get_opt(own).await {
                         Ok(None) => Some(()),
                         _ => None,
                     }
@@ -197,9 +203,10 @@ pub fn component_resource(kind: &str) -> ApiResource {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 7] = [
+pub const ALL_KINDS: [&str; 8] = [
     "Kubeflow",
     "Istio",
+    "CertManager",
     "Training",
     "Trainer",
     "Pipelines",
@@ -207,9 +214,10 @@ pub const ALL_KINDS: [&str; 7] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 7] = [
+pub const ALL_COMPONENTS: [&str; 8] = [
     "kubeflow",
     "istio",
+    "cert-manager",
     "training",
     "trainer",
     "pipelines",

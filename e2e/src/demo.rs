@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 7] = [
+pub const COMPONENTS: [&str; 8] = [
     "meta",
     "istio",
+    "cert-manager",
     "training",
     "trainer",
     "serving",
@@ -185,8 +186,9 @@ pub fn tool_ok(tool: &str, args: &[&str]) -> String {
 }
 
 /// Uninstalls the demo's release when an earlier run left it behind, deletes
-/// an istio-system the chart did not make, and waits until it is gone (nothing can be created
-/// in a namespace being deleted).
+/// an istio-system or cert-manager namespace the chart did not make, and
+/// waits until they are gone (nothing can be created in a namespace being
+/// deleted).
 pub async fn clear_leftovers(client: &kube::Client) {
     let _ = crate::run_tool(
         "helm",
@@ -194,29 +196,32 @@ pub async fn clear_leftovers(client: &kube::Client) {
     );
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());
-    // The chart creates istio-system; one an Istio CR's install left (an
-    // operator releases its Namespaces on removal) would refuse the install.
-    if let Ok(Some(ns)) = namespaces.get_opt("istio-system").await
-        && ns
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
-            .is_none_or(|m| m != "Helm")
-    {
-        let _ = namespaces.delete("istio-system", &Default::default()).await;
+    // The chart creates istio-system and cert-manager; one an Istio or
+    // CertManager CR's install left (an operator releases its Namespaces on
+    // removal) would refuse the install.
+    for own in ["istio-system", "cert-manager"] {
+        if let Ok(Some(ns)) = namespaces.get_opt(own).await
+            && ns
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                .is_none_or(|m| m != "Helm")
+        {
+            let _ = namespaces.delete(own, &Default::default()).await;
+        }
+        crate::wait::wait_for(
+            &format!("an earlier {own} to be deleted"),
+            std::time::Duration::from_secs(120),
+            || async {
+                match namespaces.get_opt(own).await.ok()? {
+                    Some(ns) if ns.metadata.deletion_timestamp.is_some() => None,
+                    _ => Some(()),
+                }
+            },
+        )
+        .await;
     }
-    crate::wait::wait_for(
-        "an earlier istio-system to be deleted",
-        std::time::Duration::from_secs(120),
-        || async {
-            match namespaces.get_opt("istio-system").await.ok()? {
-                Some(ns) if ns.metadata.deletion_timestamp.is_some() => None,
-                _ => Some(()),
-            }
-        },
-    )
-    .await;
 }
 
 /// cgroup working set of each operator pod on the real node, in MiB, as the

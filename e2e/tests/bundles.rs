@@ -16,7 +16,14 @@ use serde_json::{Value, json};
 fn bundle_dirs() -> Vec<(String, String)> {
     let root = manifests_dir();
     let mut out = Vec::new();
-    for component in ["training", "trainer", "pipelines", "serving", "istio"] {
+    for component in [
+        "training",
+        "trainer",
+        "pipelines",
+        "serving",
+        "istio",
+        "cert-manager",
+    ] {
         for v in bundle::available_versions(&root.join(component)) {
             out.push((component.to_string(), v));
         }
@@ -27,9 +34,10 @@ fn bundle_dirs() -> Vec<(String, String)> {
         }
     }
     // Training has one version, Trainer two, pipelines, serving and istio
-    // four each (26.03.1's included), the device plugins two each. Fewer
+    // four each (26.03.1's included), cert-manager and the device plugins
+    // two each. Fewer
     // means the data is missing, and every test over it would pass on nothing.
-    assert_eq!(out.len(), 19, "{out:?}");
+    assert_eq!(out.len(), 21, "{out:?}");
     out
 }
 

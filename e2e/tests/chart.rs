@@ -48,11 +48,18 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
         let expected: Vec<String> = if c == "meta" {
             vec![]
         } else {
-            vec!["kubeflow".into(), "istio-system".into()]
+            vec![
+                "kubeflow".into(),
+                "istio-system".into(),
+                "cert-manager".into(),
+            ]
         };
         assert_eq!(roles, expected, "{name}'s Roles");
     }
-    assert_eq!(kinds(&all, "Namespace"), ["kubeflow", "istio-system"]);
+    assert_eq!(
+        kinds(&all, "Namespace"),
+        ["kubeflow", "istio-system", "cert-manager"]
+    );
     // A mirror for the operators' own images.
     let mirrored = template(&["--set", "image.registry=registry.local:5000"]).expect("renders");
     for d in mirrored
@@ -269,7 +276,7 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
         }
         assert_eq!(
             pins.data["spec"]["variables"][0],
-            serde_json::json!({"name": "allowedNamespaces", "expression": "['kubeflow', 'istio-system']"}),
+            serde_json::json!({"name": "allowedNamespaces", "expression": "['kubeflow', 'istio-system', 'cert-manager']"}),
             "{c}"
         );
     }
@@ -403,7 +410,8 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 6] = [
+const IMAGE_COMPONENTS: [&str; 7] = [
+    "cert-manager",
     "training",
     "trainer",
     "pipelines",

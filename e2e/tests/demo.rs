@@ -51,6 +51,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "training.components.kubeflow.org/kubeflow",
         "trainer.components.kubeflow.org/kubeflow",
         "istio.components.kubeflow.org/kubeflow",
+        "certmanager.components.kubeflow.org/kubeflow",
         "deviceplugins.components.kubeflow.org/kubeflow",
     ] {
         assert!(printed.contains(line), "{line} missing from:\n{printed}");
@@ -61,7 +62,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("6/6"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("7/7"));
     for kind in &ALL_KINDS[1..] {
         let cr = component_api(&client, KUBEFLOW_NAMESPACE, kind)
             .get("kubeflow")
@@ -152,7 +153,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         .find(|l| l.contains(" kubeflow "))
         .unwrap_or_default();
     assert!(
-        row.contains("26.03.1") && row.contains("Ready") && row.contains("6/6"),
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("7/7"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
 
@@ -217,12 +218,13 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
             "app.kubernetes.io/instance={RELEASE},app.kubernetes.io/managed-by=Helm"
         )),
         vec![
+            "namespace/cert-manager".to_string(),
             "namespace/istio-system".to_string(),
             format!("namespace/{KUBEFLOW_NAMESPACE}")
         ]
     );
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in ["istio-system", KUBEFLOW_NAMESPACE] {
+    for ns in ["istio-system", "cert-manager", KUBEFLOW_NAMESPACE] {
         let _ = namespaces.delete(ns, &Default::default()).await;
         wait_gone(&namespaces, ns, TIMEOUT).await;
     }

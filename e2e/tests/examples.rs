@@ -11,9 +11,10 @@ use kubeflow_e2e::component::prepare;
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
 
 /// The kinds an example must exist for.
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 8] = [
     "Kubeflow",
     "Istio",
+    "CertManager",
     "Pipelines",
     "Serving",
     "Training",

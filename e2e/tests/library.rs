@@ -540,7 +540,14 @@ async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
 fn every_bundle() -> Vec<(String, Vec<String>)> {
     let root = manifests_dir();
     let mut out = Vec::new();
-    for c in ["training", "trainer", "pipelines", "serving", "istio"] {
+    for c in [
+        "training",
+        "trainer",
+        "pipelines",
+        "serving",
+        "istio",
+        "cert-manager",
+    ] {
         out.push((c.to_string(), bundle::available_versions(&root.join(c))));
     }
     for p in ["nvidia-gpu", "intel-gpu"] {

@@ -20,9 +20,10 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 7] = [
+const COMPONENTS: [&str; 8] = [
     "meta",
     "istio",
+    "cert-manager",
     "pipelines",
     "serving",
     "training",

@@ -528,6 +528,11 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         ),
         ("training", "training-operator", "training-operator"),
         (
+            "cert-manager",
+            "cert-manager-controller-certificates",
+            "cert-manager-controller-certificates",
+        ),
+        (
             "istio",
             "istiod-clusterrole-istio-system",
             "istiod-clusterrole-istio-system",

@@ -95,6 +95,7 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
             "kubeflows.platform.kubeflow.org",
             "trainings.components.kubeflow.org",
             "deviceplugins.components.kubeflow.org",
+            "certmanagers.components.kubeflow.org",
         ] {
             assert!(
                 can_i(user, "get", resource, &ns.name),

@@ -68,6 +68,7 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
             let v = release.component(component);
             let (managed, spec) = match component {
                 ComponentKind::Istio => stated(c.istio.as_ref(), kf, v, platform),
+                ComponentKind::CertManager => stated(c.cert_manager.as_ref(), kf, v, platform),
                 ComponentKind::Training => stated(c.training.as_ref(), kf, v, platform),
                 ComponentKind::Trainer => stated(c.trainer.as_ref(), kf, v, platform),
                 ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref(), kf, v, platform),

@@ -1,16 +1,18 @@
-//! The six component kinds the `Kubeflow` CR stands for: their names, the
+//! The seven component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
-use kubeflow_api::{DevicePlugins, Istio, Pipelines, Serving, Trainer, Training};
+use kubeflow_api::{CertManager, DevicePlugins, Istio, Pipelines, Serving, Trainer, Training};
 
 /// A component of Kubeflow, each with its own CR kind and operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ComponentKind {
     /// The service mesh.
     Istio,
+    /// cert-manager and the Kubeflow issuer.
+    CertManager,
     /// Training operator v1.
     Training,
     /// Trainer v2.
@@ -26,8 +28,9 @@ pub enum ComponentKind {
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 6] = [
+    pub const ORDER: [ComponentKind; 7] = [
         ComponentKind::Istio,
+        ComponentKind::CertManager,
         ComponentKind::Training,
         ComponentKind::Trainer,
         ComponentKind::DevicePlugins,
@@ -39,6 +42,7 @@ impl ComponentKind {
     pub fn name(self) -> &'static str {
         match self {
             ComponentKind::Istio => "istio",
+            ComponentKind::CertManager => "cert-manager",
             ComponentKind::Training => "training",
             ComponentKind::Trainer => "trainer",
             ComponentKind::DevicePlugins => "device-plugins",
@@ -50,7 +54,9 @@ impl ComponentKind {
     /// Components this one waits for (when they are Managed).
     pub fn depends_on(self) -> &'static [ComponentKind] {
         match self {
-            ComponentKind::Pipelines | ComponentKind::Serving => &[ComponentKind::Istio],
+            ComponentKind::Pipelines => &[ComponentKind::Istio],
+            // KServe's Issuer and Certificate, when cert-manager is there.
+            ComponentKind::Serving => &[ComponentKind::Istio, ComponentKind::CertManager],
             _ => &[],
         }
     }
@@ -69,6 +75,7 @@ impl ComponentKind {
     pub fn api_resource(self) -> ApiResource {
         match self {
             ComponentKind::Istio => ApiResource::erase::<Istio>(&()),
+            ComponentKind::CertManager => ApiResource::erase::<CertManager>(&()),
             ComponentKind::Training => ApiResource::erase::<Training>(&()),
             ComponentKind::Trainer => ApiResource::erase::<Trainer>(&()),
             ComponentKind::DevicePlugins => ApiResource::erase::<DevicePlugins>(&()),
@@ -101,6 +108,7 @@ mod tests {
             }
         }
         assert_eq!(ComponentKind::Istio.removal_wave(), 1);
+        assert_eq!(ComponentKind::CertManager.removal_wave(), 1);
         assert_eq!(ComponentKind::Serving.removal_wave(), 0);
     }
 
@@ -110,7 +118,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 6);
+        assert_eq!(plurals.len(), 7);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

@@ -11,7 +11,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer, Training,
+    CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
@@ -78,6 +78,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<Istio>::all(c.clone()),
             cfg(),
             "istios".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<CertManager>::all(c.clone()),
+            cfg(),
+            "certmanagers".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Training>::all(c.clone()),

@@ -22,6 +22,9 @@ pub struct Release {
     /// upgrade risk is judged by: 26.03's bundle is labelled 1.29.0 but runs
     /// 1.28.0 images (a test reads it from the bundle).
     pub istio_runs: &'static str,
+    /// cert-manager version; releases before 26.03 carry none the
+    /// operators install.
+    pub cert_manager: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -35,6 +38,7 @@ pub const RELEASES: &[Release] = &[
         serving: "v0.15.0",
         istio: "1.26.1",
         istio_runs: "1.26.1",
+        cert_manager: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -44,6 +48,7 @@ pub const RELEASES: &[Release] = &[
         serving: "v0.15.2",
         istio: "1.28.0",
         istio_runs: "1.28.0",
+        cert_manager: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -54,6 +59,7 @@ pub const RELEASES: &[Release] = &[
         serving: "v0.16.0",
         istio: "1.29.0",
         istio_runs: "1.28.0",
+        cert_manager: Some("v1.19.4"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -63,6 +69,7 @@ pub const RELEASES: &[Release] = &[
         serving: "v0.18.0",
         istio: "1.30.1",
         istio_runs: "1.30.1",
+        cert_manager: Some("v1.20.2"),
     },
 ];
 
@@ -76,6 +83,7 @@ impl Release {
             ComponentKind::Pipelines => Some(self.pipelines),
             ComponentKind::Serving => Some(self.serving),
             ComponentKind::Istio => Some(self.istio),
+            ComponentKind::CertManager => self.cert_manager,
             ComponentKind::DevicePlugins => None,
         }
     }
@@ -288,7 +296,8 @@ mod tests {
     fn the_table_matches_the_manifests_readme() {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
-        // istio, then the components no operator installs yet.
+        // istio, cert-manager ("n/r": not in that release's bundles), then
+        // the components no operator installs yet.
         let readme =
             std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
         // "v2.1.0 (upstream's default ...)" -> "v2.1.0"; "-" -> none.
@@ -308,14 +317,23 @@ mod tests {
         for row in rows {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
+            let cert_manager = (row[6] != "n/r").then_some(row[6].as_str());
             assert_eq!(
-                (r.training, r.trainer, r.pipelines, r.serving, r.istio),
+                (
+                    r.training,
+                    r.trainer,
+                    r.pipelines,
+                    r.serving,
+                    r.istio,
+                    r.cert_manager
+                ),
                 (
                     row[1].as_str(),
                     trainer,
                     row[3].as_str(),
                     row[4].as_str(),
-                    row[5].as_str()
+                    row[5].as_str(),
+                    cert_manager
                 ),
                 "{}",
                 r.kubeflow

@@ -9,6 +9,7 @@ trainer: trainer
 serving: serving
 pipelines: pipelines
 istio: istio
+certManager: cert-manager
 devicePlugins: device-plugins
 {{- end }}
 

@@ -24,17 +24,18 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 7] = [
+const OPERATORS: [&str; 8] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
+    "kubeflow-cert-manager-operator",
     "kubeflow-training-operator",
     "kubeflow-trainer-operator",
     "kubeflow-pipelines-operator",
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 7] = ALL_KINDS;
-const COMPONENTS: [&str; 7] = ALL_COMPONENTS;
+const KINDS: [&str; 8] = ALL_KINDS;
+const COMPONENTS: [&str; 8] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -90,8 +91,9 @@ async fn wait_ready(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
 /// from the bundles), summed, per trial.
 fn plan_times(trials: usize) -> Vec<f64> {
     // The versions that change in the release table (training stays v1.9.2).
-    const MOVES: [(&str, &str, &str); 4] = [
+    const MOVES: [(&str, &str, &str); 5] = [
         ("istio", "1.29.0", "1.30.1"),
+        ("cert-manager", "v1.19.4", "v1.20.2"),
         ("trainer", "v2.1.0", "v2.2.0"),
         ("pipelines", "2.16.0", "2.16.1"),
         ("serving", "v0.16.0", "v0.18.0"),
@@ -213,9 +215,16 @@ fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)>
         .collect()
 }
 
+/// Every component the release carries: cert-manager from 26.03 on (the
+/// releases before carry none, and a Managed entry would be refused).
 fn all_components(version: &str) -> String {
+    let cert_manager = if version.starts_with("26.") {
+        "    certManager: {managementState: Managed}\n"
+    } else {
+        ""
+    };
     format!(
-        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n    istio: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0}}]}}\n"
+        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n    istio: {{managementState: Managed}}\n{cert_manager}    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0}}]}}\n"
     )
 }
 
@@ -368,7 +377,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 6 components".into(),
+        "Time to Ready, Kubeflow with 7 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -396,7 +405,7 @@ async fn main() {
         trials.to_string(),
     ));
     table.push((
-        "Upgrade 26.03 -> 26.03.1 to Ready, the same 6 components".into(),
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 7 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),

@@ -23,7 +23,14 @@ fn manifests() -> PathBuf {
 fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
     let root = manifests();
     let mut folders = vec![];
-    for c in ["training", "trainer", "serving", "pipelines", "istio"] {
+    for c in [
+        "training",
+        "trainer",
+        "serving",
+        "pipelines",
+        "istio",
+        "cert-manager",
+    ] {
         folders.push(c.to_string());
     }
     folders.push("device-plugins/nvidia-gpu".into());
@@ -35,7 +42,7 @@ fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
             out.push((format!("{folder}/{v}"), b.objects()));
         }
     }
-    assert!(out.len() >= 15, "bundles under {}", root.display());
+    assert!(out.len() >= 17, "bundles under {}", root.display());
     out
 }
 
