@@ -201,6 +201,7 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
                     || matches!(
                         r,
                         "clusterservingruntimes"
+                            | "clusterissuers"
                             | "clusterstoragecontainers"
                             | "clustertrainingruntimes"
                     )
