@@ -70,7 +70,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
         &client,
         &ns.name,
         &format!(
-            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
+            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
         ),
     )
     .await;
@@ -79,7 +79,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
 
     // What the project created, anywhere, and every pod in its namespaces.
     let mut scanned = objects(&["-A", "-l", "components.kubeflow.org/component"]);
-    for namespace in [ns.name.as_str(), "istio-system"] {
+    for namespace in [ns.name.as_str(), "istio-system", "cert-manager"] {
         scanned.extend(
             objects(&["-n", namespace])
                 .into_iter()
@@ -210,8 +210,10 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     );
 
     delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
-    // Istio's namespace is released, not deleted, with the component: this
-    // test made it, so it removes it.
-    let _ = tool_ok_or_none(&["delete", "namespace", "istio-system", "--wait=true"]);
+    // Istio's and cert-manager's namespaces are released, not deleted, with
+    // the components: this test made them, so it removes them.
+    for own in ["istio-system", "cert-manager"] {
+        let _ = tool_ok_or_none(&["delete", "namespace", own, "--wait=true"]);
+    }
     ns.delete().await;
 }

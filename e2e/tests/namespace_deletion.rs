@@ -75,6 +75,8 @@ async fn deleting_the_kubeflow_namespace_finishes_and_leaves_only_kept_crds() {
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    let _ = namespaces.delete("istio-system", &Default::default()).await;
-    wait_gone(&namespaces, "istio-system", TIMEOUT).await;
+    for own in ["istio-system", "cert-manager"] {
+        let _ = namespaces.delete(own, &Default::default()).await;
+        wait_gone(&namespaces, own, TIMEOUT).await;
+    }
 }

@@ -113,7 +113,7 @@ fn each_operator_gets_the_rules_the_chart_grants_it() {
         // Rules on objects named after a namespace, once per allowed one
         // (the chart's defaults, which the bundle is rendered with).
         for r in list(&rules["clusterPerNamespace"]) {
-            for ns in ["kubeflow", "istio-system"] {
+            for ns in ["kubeflow", "istio-system", "cert-manager"] {
                 let mut r = r.clone();
                 if let Some(names) = r["resourceNames"].as_array_mut() {
                     for n in names {

@@ -920,7 +920,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    for ns in ["team-a", "istio-system", KUBEFLOW_NAMESPACE] {
+    for ns in ["team-a", "istio-system", "cert-manager", KUBEFLOW_NAMESPACE] {
         let _ = namespaces.delete(ns, &Default::default()).await;
         kubeflow_e2e::component::wait_gone(&namespaces, ns, TIMEOUT).await;
     }
