@@ -140,6 +140,30 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
                     .await;
             }
         }
+        // cert-manager CRDs another test left (the library tests apply every
+        // bundle under a manager of their own) would look like a
+        // cert-manager the project did not install, and the CertManager
+        // operator would rightly install only the issuer beside it.
+        if *component == "cert-manager" {
+            for crd in crds
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let ours = crd
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                    .is_some_and(|m| m == "kubeflow-cert-manager-operator");
+                if crd.spec.group.ends_with("cert-manager.io") && !ours {
+                    let name = crd.metadata.name.clone().unwrap_or_default();
+                    let _ = crds.delete(&name, &DeleteParams::background()).await;
+                    wait_gone(&crds, &name, std::time::Duration::from_secs(60)).await;
+                }
+            }
+        }
         // Namespaces are released, not deleted, by a cleanup; after a test
         // that stopped half-way, the namespace a component keeps for itself
         // (Istio's, cert-manager's) may still hold another instance's

@@ -168,9 +168,9 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
-    wait_for("Kubeflow Ready with five components", TIMEOUT, || async {
+    wait_for("Kubeflow Ready with six components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "5/5")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "6/6")
             .then_some(())
     })
     .await;
