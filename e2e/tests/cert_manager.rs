@@ -158,7 +158,11 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
         .unwrap_or_default();
     assert!(image.ends_with(":v1.20.2"), "{image}");
     let issuer = issuers.get(ISSUER).await.expect("the issuer");
-    assert_eq!(issuer.uid(), issuer_uid, "the issuer was kept, not recreated");
+    assert_eq!(
+        issuer.uid(),
+        issuer_uid,
+        "the issuer was kept, not recreated"
+    );
 
     // Removal: cert-manager and the issuer go; the CRDs (users'
     // Certificates) and the namespace stay, released.
@@ -211,10 +215,11 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     .collect();
     let text = kubeflow_e2e::bundle_text("cert-manager/v1.20.2/cert-manager.yaml");
     let mut foreign = Vec::new();
-    for obj in kubeflow_e2e::parse_yaml(&text)
-        .into_iter()
-        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "CustomResourceDefinition"))
-    {
+    for obj in kubeflow_e2e::parse_yaml(&text).into_iter().filter(|o| {
+        o.types
+            .as_ref()
+            .is_some_and(|t| t.kind == "CustomResourceDefinition")
+    }) {
         let mut crd: CustomResourceDefinition =
             serde_json::from_value(serde_json::to_value(&obj).expect("json")).expect("crd");
         crd.metadata.labels = Some(helm.clone());
@@ -236,10 +241,7 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
         .await;
     }
     let untouched = |crd: &CustomResourceDefinition| {
-        (
-            crd.labels().clone(),
-            crd.metadata.resource_version.clone(),
-        )
+        (crd.labels().clone(), crd.metadata.resource_version.clone())
     };
     let before = untouched(&crds.get(CERTIFICATES).await.expect("crd"));
 
@@ -266,7 +268,10 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
             .unwrap_or(true),
         "no cert-manager Deployment"
     );
-    assert_eq!(untouched(&crds.get(CERTIFICATES).await.expect("crd")), before);
+    assert_eq!(
+        untouched(&crds.get(CERTIFICATES).await.expect("crd")),
+        before
+    );
 
     // At rest beside it: no writes.
     let at_rest = settled_writes(&op).await;
@@ -302,7 +307,10 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
         lines(&metrics_before),
         lines(&metrics_after)
     );
-    assert_eq!(untouched(&crds.get(CERTIFICATES).await.expect("crd")), before);
+    assert_eq!(
+        untouched(&crds.get(CERTIFICATES).await.expect("crd")),
+        before
+    );
 
     // Back to Auto, then removed: the issuer goes, the other cert-manager stays.
     merge(&cms, "kubeflow", json!({"spec": {"mode": null}})).await;
@@ -312,7 +320,10 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
         .expect("delete");
     wait_gone(&cms, "kubeflow", TIMEOUT).await;
     assert!(issuers.get_opt(ISSUER).await.expect("get").is_none());
-    assert_eq!(untouched(&crds.get(CERTIFICATES).await.expect("crd")), before);
+    assert_eq!(
+        untouched(&crds.get(CERTIFICATES).await.expect("crd")),
+        before
+    );
     for name in &foreign {
         crds.get(name)
             .await

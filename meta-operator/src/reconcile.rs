@@ -11,7 +11,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer, Training,
+    CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer,
+    Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};

@@ -34,7 +34,11 @@ const LEADER_ELECTION_BUNDLE_NAMESPACE: &str = "kube-system";
 /// The controllers that elect a leader.
 const ELECTING: [&str; 2] = ["cert-manager", "cert-manager-cainjector"];
 /// cert-manager's Deployments (replicas, resources and scheduling apply to all).
-const WORKLOADS: [&str; 3] = ["cert-manager", "cert-manager-cainjector", "cert-manager-webhook"];
+const WORKLOADS: [&str; 3] = [
+    "cert-manager",
+    "cert-manager-cainjector",
+    "cert-manager-webhook",
+];
 /// Kubeflow's own issuer: installed whichever cert-manager serves the cluster.
 const ISSUER: &str = "kubeflow-self-signing-issuer";
 
@@ -181,7 +185,9 @@ mod tests {
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
-        assert_permitted(&CertManagerComponent, |dir| every_version(dir, "cert-manager"));
+        assert_permitted(&CertManagerComponent, |dir| {
+            every_version(dir, "cert-manager")
+        });
     }
 
     #[test]

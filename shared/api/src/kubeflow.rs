@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
-    cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec, istio::IstioSpec, pipelines::PipelinesSpec,
-    serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
+    cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec, istio::IstioSpec,
+    pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.

@@ -14,7 +14,9 @@ pub mod status;
 pub use common::*;
 pub use components::{
     ComponentResource, ComponentSpec,
-    cert_manager::{CertManager, CertManagerMode, CertManagerSpec, CertManagerStatus, FoundCertManager},
+    cert_manager::{
+        CertManager, CertManagerMode, CertManagerSpec, CertManagerStatus, FoundCertManager,
+    },
     device_plugins::{
         DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginStatus,
         PluginType,

@@ -8,7 +8,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
-use crate::components::{cert_manager, device_plugins, istio, pipelines, serving, trainer, training};
+use crate::components::{
+    cert_manager, device_plugins, istio, pipelines, serving, trainer, training,
+};
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
 /// A status with conditions at an observed generation.
