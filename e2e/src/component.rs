@@ -18,6 +18,7 @@ pub fn component_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject
         "Kubeflow" => ("platform.kubeflow.org", "kubeflows".to_string()),
         "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
         "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
+        "Notebooks" => ("components.kubeflow.org", "notebooks".to_string()),
         k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
     };
     let ar =
@@ -221,16 +222,18 @@ pub fn component_resource(kind: &str) -> ApiResource {
         "Kubeflow" => ("platform.kubeflow.org", "kubeflows".to_string()),
         "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
         "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
+        "Notebooks" => ("components.kubeflow.org", "notebooks".to_string()),
         k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 8] = [
+pub const ALL_KINDS: [&str; 9] = [
     "Kubeflow",
     "Istio",
     "CertManager",
+    "Notebooks",
     "Training",
     "Trainer",
     "Pipelines",
@@ -238,10 +241,11 @@ pub const ALL_KINDS: [&str; 8] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 8] = [
+pub const ALL_COMPONENTS: [&str; 9] = [
     "kubeflow",
     "istio",
     "cert-manager",
+    "notebooks",
     "training",
     "trainer",
     "pipelines",

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 8] = [
+pub const COMPONENTS: [&str; 9] = [
     "meta",
     "istio",
     "cert-manager",
+    "notebooks",
     "training",
     "trainer",
     "serving",

@@ -23,6 +23,7 @@ fn bundle_dirs() -> Vec<(String, String)> {
         "serving",
         "istio",
         "cert-manager",
+        "notebooks",
     ] {
         for v in bundle::available_versions(&root.join(component)) {
             out.push((component.to_string(), v));
@@ -34,10 +35,10 @@ fn bundle_dirs() -> Vec<(String, String)> {
         }
     }
     // Training has one version, Trainer two, pipelines, serving and istio
-    // four each (26.03.1's included), cert-manager and the device plugins
-    // two each. Fewer
+    // four each (26.03.1's included), cert-manager, Notebooks and the device
+    // plugins two each. Fewer
     // means the data is missing, and every test over it would pass on nothing.
-    assert_eq!(out.len(), 21, "{out:?}");
+    assert_eq!(out.len(), 23, "{out:?}");
     out
 }
 
@@ -170,7 +171,10 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 ///   (the target namespace is the component CR's and exists already);
 /// - cluster-scoped custom kinds defined by the bundle's own CRDs (KServe's
 ///   ClusterServingRuntime, ...) get no namespace: kustomize cannot know their
-///   scope, we read it from the CRD.
+///   scope, we read it from the CRD;
+/// - a RoleBinding's ServiceAccount subject without a namespace (the
+///   binding's own, to the API server) is given the target namespace
+///   outright, which the admission pins compare.
 #[test]
 fn the_namespace_transform_matches_kustomize() {
     let target = "team-a";
@@ -202,6 +206,14 @@ fn the_namespace_transform_matches_kustomize() {
                 } else {
                     format!("{kind}.{}", kinds::group_of(&api_version))
                 };
+                if kind == "RoleBinding" {
+                    for subject in v["subjects"].as_array_mut().into_iter().flatten() {
+                        if subject["kind"] == "ServiceAccount" && subject.get("namespace").is_none()
+                        {
+                            subject["namespace"] = Value::String(ns.clone());
+                        }
+                    }
+                }
                 if cluster_custom.contains(&gk) {
                     if let Some(m) = v["metadata"].as_object_mut() {
                         m.remove("namespace");

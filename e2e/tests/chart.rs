@@ -411,8 +411,9 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 7] = [
+const IMAGE_COMPONENTS: [&str; 8] = [
     "cert-manager",
+    "notebooks",
     "training",
     "trainer",
     "pipelines",

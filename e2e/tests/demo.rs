@@ -52,6 +52,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "trainer.components.kubeflow.org/kubeflow",
         "istio.components.kubeflow.org/kubeflow",
         "certmanager.components.kubeflow.org/kubeflow",
+        "notebooks.components.kubeflow.org/kubeflow",
         "deviceplugins.components.kubeflow.org/kubeflow",
     ] {
         assert!(printed.contains(line), "{line} missing from:\n{printed}");
@@ -62,7 +63,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("7/7"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("8/8"));
     for kind in &ALL_KINDS[1..] {
         let cr = component_api(&client, KUBEFLOW_NAMESPACE, kind)
             .get("kubeflow")
@@ -153,7 +154,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         .find(|l| l.contains(" kubeflow "))
         .unwrap_or_default();
     assert!(
-        row.contains("26.03.1") && row.contains("Ready") && row.contains("7/7"),
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("8/8"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
 
@@ -168,9 +169,9 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
-    wait_for("Kubeflow Ready with six components", TIMEOUT, || async {
+    wait_for("Kubeflow Ready with seven components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "6/6")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "7/7")
             .then_some(())
     })
     .await;

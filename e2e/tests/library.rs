@@ -547,6 +547,7 @@ fn every_bundle() -> Vec<(String, Vec<String>)> {
         "serving",
         "istio",
         "cert-manager",
+        "notebooks",
     ] {
         out.push((c.to_string(), bundle::available_versions(&root.join(c))));
     }

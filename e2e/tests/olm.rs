@@ -20,10 +20,11 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 8] = [
+const COMPONENTS: [&str; 9] = [
     "meta",
     "istio",
     "cert-manager",
+    "notebooks",
     "pipelines",
     "serving",
     "training",

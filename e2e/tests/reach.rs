@@ -533,6 +533,11 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             "cert-manager-controller-certificates",
         ),
         (
+            "notebooks",
+            "notebook-controller-role-binding",
+            "notebook-controller-role",
+        ),
+        (
             "istio",
             "istiod-clusterrole-istio-system",
             "istiod-clusterrole-istio-system",

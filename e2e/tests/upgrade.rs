@@ -1,7 +1,7 @@
 //! The upgrade from the previous release with live user objects: Kubeflow
 //! 26.03 -> 26.03.1 through the meta-operator, every component operator a
 //! process. The user's TrainJob, PyTorchJob, InferenceService, Argo Workflow,
-//! cert-manager Certificate and volume keep their uids and no operator writes them; the two objects whose
+//! cert-manager Certificate, Notebook and volume keep their uids and no operator writes them; the two objects whose
 //! immutable fields change (JobSet's controller Deployment: its selector;
 //! KServe's `llmisvc-manager-rolebinding`: its `roleRef`) are recreated with
 //! an Event saying why; the Istio move (1.28.0 images to 1.30.1) is flagged.
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The user's objects, as (group, version, kind, plural, YAML).
-const USER_OBJECTS: [(&str, &str, &str, &str, &str); 6] = [
+const USER_OBJECTS: [(&str, &str, &str, &str, &str); 7] = [
     (
         "trainer.kubeflow.org",
         "v1alpha1",
@@ -58,6 +58,13 @@ const USER_OBJECTS: [(&str, &str, &str, &str, &str); 6] = [
         "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: user-cert}\nspec:\n  secretName: user-cert\n  dnsNames: [user.example.com]\n  issuerRef: {name: kubeflow-self-signing-issuer, kind: ClusterIssuer}\n",
     ),
     (
+        "kubeflow.org",
+        "v1",
+        "Notebook",
+        "notebooks",
+        "apiVersion: kubeflow.org/v1\nkind: Notebook\nmetadata: {name: user-notebook}\nspec:\n  template:\n    spec:\n      containers: [{name: user-notebook, image: example.invalid/lab:1}]\n",
+    ),
+    (
         "",
         "v1",
         "PersistentVolumeClaim",
@@ -83,10 +90,11 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 7] = [
+const OPERATORS: [&str; 8] = [
     "meta",
     "istio",
     "cert-manager",
+    "notebooks",
     "training",
     "trainer",
     "pipelines",
@@ -126,7 +134,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         .iter()
         .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
         .collect();
-    let comps = "    istio: {managementState: Managed}\n    certManager: {managementState: Managed}\n    training: {managementState: Managed}\n    trainer: {managementState: Managed, spec: {runtimes: [torch-distributed]}}\n    pipelines: {managementState: Managed}\n    serving: {managementState: Managed}\n    devicePlugins: {managementState: Removed}\n";
+    let comps = "    istio: {managementState: Managed}\n    certManager: {managementState: Managed}\n    notebooks: {managementState: Managed}\n    training: {managementState: Managed}\n    trainer: {managementState: Managed, spec: {runtimes: [torch-distributed]}}\n    pipelines: {managementState: Managed}\n    serving: {managementState: Managed}\n    devicePlugins: {managementState: Removed}\n";
     apply_yaml(
         &client,
         &ns.name,
@@ -187,6 +195,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("Serving", "v0.18.0"),
         ("Istio", "1.30.1"),
         ("CertManager", "v1.20.2"),
+        ("Notebooks", "v1.11.0"),
     ] {
         let child = component_api(&client, &ns.name, kind)
             .get("kubeflow")

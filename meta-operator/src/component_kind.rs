@@ -1,10 +1,12 @@
-//! The seven component kinds the `Kubeflow` CR stands for: their names, the
+//! The eight component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
-use kubeflow_api::{CertManager, DevicePlugins, Istio, Pipelines, Serving, Trainer, Training};
+use kubeflow_api::{
+    CertManager, DevicePlugins, Istio, Notebooks, Pipelines, Serving, Trainer, Training,
+};
 
 /// A component of Kubeflow, each with its own CR kind and operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -23,12 +25,14 @@ pub enum ComponentKind {
     Pipelines,
     /// KServe.
     Serving,
+    /// Kubeflow Notebooks.
+    Notebooks,
 }
 
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 7] = [
+    pub const ORDER: [ComponentKind; 8] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
         ComponentKind::Training,
@@ -36,6 +40,7 @@ impl ComponentKind {
         ComponentKind::DevicePlugins,
         ComponentKind::Pipelines,
         ComponentKind::Serving,
+        ComponentKind::Notebooks,
     ];
 
     /// The component's name, as in its operator's and CR's names.
@@ -48,6 +53,7 @@ impl ComponentKind {
             ComponentKind::DevicePlugins => "device-plugins",
             ComponentKind::Pipelines => "pipelines",
             ComponentKind::Serving => "serving",
+            ComponentKind::Notebooks => "notebooks",
         }
     }
 
@@ -57,6 +63,8 @@ impl ComponentKind {
             ComponentKind::Pipelines => &[ComponentKind::Istio],
             // KServe's Issuer and Certificate, when cert-manager is there.
             ComponentKind::Serving => &[ComponentKind::Istio, ComponentKind::CertManager],
+            // Its web apps' routes, and its PVC viewer's webhook certificate.
+            ComponentKind::Notebooks => &[ComponentKind::Istio, ComponentKind::CertManager],
             _ => &[],
         }
     }
@@ -81,6 +89,7 @@ impl ComponentKind {
             ComponentKind::DevicePlugins => ApiResource::erase::<DevicePlugins>(&()),
             ComponentKind::Pipelines => ApiResource::erase::<Pipelines>(&()),
             ComponentKind::Serving => ApiResource::erase::<Serving>(&()),
+            ComponentKind::Notebooks => ApiResource::erase::<Notebooks>(&()),
         }
     }
 }
@@ -118,7 +127,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 7);
+        assert_eq!(plurals.len(), 8);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

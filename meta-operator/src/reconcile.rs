@@ -11,8 +11,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Pipelines, Serving, Trainer,
-    Training,
+    CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Notebooks, Pipelines, Serving,
+    Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
@@ -84,6 +84,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<CertManager>::all(c.clone()),
             cfg(),
             "certmanagers".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Notebooks>::all(c.clone()),
+            cfg(),
+            "notebooks".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Training>::all(c.clone()),

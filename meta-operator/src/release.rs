@@ -25,6 +25,9 @@ pub struct Release {
     /// cert-manager version; releases before 26.03 carry none the
     /// operators install.
     pub cert_manager: Option<&'static str>,
+    /// Kubeflow Notebooks version; releases before 26.03 carry none the
+    /// operators install.
+    pub notebooks: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -39,6 +42,7 @@ pub const RELEASES: &[Release] = &[
         istio: "1.26.1",
         istio_runs: "1.26.1",
         cert_manager: None,
+        notebooks: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -49,6 +53,7 @@ pub const RELEASES: &[Release] = &[
         istio: "1.28.0",
         istio_runs: "1.28.0",
         cert_manager: None,
+        notebooks: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -60,6 +65,7 @@ pub const RELEASES: &[Release] = &[
         istio: "1.29.0",
         istio_runs: "1.28.0",
         cert_manager: Some("v1.19.4"),
+        notebooks: Some("v1.10.0"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -70,6 +76,7 @@ pub const RELEASES: &[Release] = &[
         istio: "1.30.1",
         istio_runs: "1.30.1",
         cert_manager: Some("v1.20.2"),
+        notebooks: Some("v1.11.0"),
     },
 ];
 
@@ -84,6 +91,7 @@ impl Release {
             ComponentKind::Serving => Some(self.serving),
             ComponentKind::Istio => Some(self.istio),
             ComponentKind::CertManager => self.cert_manager,
+            ComponentKind::Notebooks => self.notebooks,
             ComponentKind::DevicePlugins => None,
         }
     }
@@ -296,8 +304,9 @@ mod tests {
     fn the_table_matches_the_manifests_readme() {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
-        // istio, cert-manager ("n/r": not in that release's bundles), then
-        // the components no operator installs yet.
+        // istio, cert-manager ("n/r": not in that release's bundles), dex,
+        // oauth2-proxy, dashboard, notebooks, then the components no
+        // operator installs yet.
         let readme =
             std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
         // "v2.1.0 (upstream's default ...)" -> "v2.1.0"; "-" -> none.
@@ -317,7 +326,8 @@ mod tests {
         for row in rows {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
-            let cert_manager = (row[6] != "n/r").then_some(row[6].as_str());
+            let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
+            let (cert_manager, notebooks) = (given(6), given(10));
             assert_eq!(
                 (
                     r.training,
@@ -325,7 +335,8 @@ mod tests {
                     r.pipelines,
                     r.serving,
                     r.istio,
-                    r.cert_manager
+                    r.cert_manager,
+                    r.notebooks
                 ),
                 (
                     row[1].as_str(),
@@ -333,7 +344,8 @@ mod tests {
                     row[3].as_str(),
                     row[4].as_str(),
                     row[5].as_str(),
-                    cert_manager
+                    cert_manager,
+                    notebooks
                 ),
                 "{}",
                 r.kubeflow

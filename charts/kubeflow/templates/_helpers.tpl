@@ -10,6 +10,7 @@ serving: serving
 pipelines: pipelines
 istio: istio
 certManager: cert-manager
+notebooks: notebooks
 devicePlugins: device-plugins
 {{- end }}
 

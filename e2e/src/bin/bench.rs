@@ -24,18 +24,19 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 8] = [
+const OPERATORS: [&str; 9] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
     "kubeflow-cert-manager-operator",
+    "kubeflow-notebooks-operator",
     "kubeflow-training-operator",
     "kubeflow-trainer-operator",
     "kubeflow-pipelines-operator",
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 8] = ALL_KINDS;
-const COMPONENTS: [&str; 8] = ALL_COMPONENTS;
+const KINDS: [&str; 9] = ALL_KINDS;
+const COMPONENTS: [&str; 9] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -91,9 +92,10 @@ async fn wait_ready(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
 /// from the bundles), summed, per trial.
 fn plan_times(trials: usize) -> Vec<f64> {
     // The versions that change in the release table (training stays v1.9.2).
-    const MOVES: [(&str, &str, &str); 5] = [
+    const MOVES: [(&str, &str, &str); 6] = [
         ("istio", "1.29.0", "1.30.1"),
         ("cert-manager", "v1.19.4", "v1.20.2"),
+        ("notebooks", "v1.10.0", "v1.11.0"),
         ("trainer", "v2.1.0", "v2.2.0"),
         ("pipelines", "2.16.0", "2.16.1"),
         ("serving", "v0.16.0", "v0.18.0"),
@@ -215,11 +217,12 @@ fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)>
         .collect()
 }
 
-/// Every component the release carries: cert-manager from 26.03 on (the
-/// releases before carry none, and a Managed entry would be refused).
+/// Every component the release carries: cert-manager and Notebooks from
+/// 26.03 on (the releases before carry none, and a Managed entry would be
+/// refused).
 fn all_components(version: &str) -> String {
     let cert_manager = if version.starts_with("26.") {
-        "    certManager: {managementState: Managed}\n"
+        "    certManager: {managementState: Managed}\n    notebooks: {managementState: Managed}\n"
     } else {
         ""
     };
@@ -377,7 +380,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 7 components".into(),
+        "Time to Ready, Kubeflow with 8 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -405,7 +408,7 @@ async fn main() {
         trials.to_string(),
     ));
     table.push((
-        "Upgrade 26.03 -> 26.03.1 to Ready, the same 7 components".into(),
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 8 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),

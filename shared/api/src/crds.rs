@@ -5,7 +5,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::{CertManager, DevicePlugins, Istio, Kubeflow, Pipelines, Serving, Trainer, Training};
+use crate::{
+    CertManager, DevicePlugins, Istio, Kubeflow, Notebooks, Pipelines, Serving, Trainer, Training,
+};
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
@@ -50,6 +52,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(CertManager::crd(), "CertManager"),
         ),
         (
+            "components.kubeflow.org_notebooks.yaml",
+            component(Notebooks::crd(), "Notebooks"),
+        ),
+        (
             "components.kubeflow.org_deviceplugins.yaml",
             component(DevicePlugins::crd(), "DevicePlugins"),
         ),
@@ -88,6 +94,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "CertManager",
         "cert-manager version to deploy, e.g. \"v1.20.2\"; the meta-operator sets it from its release table. Unused when a cert-manager the project did not install is used (mode Auto or External).",
         "Image overrides by container name, e.g. {\"cert-manager-controller\": \"registry.example/jetstack/cert-manager-controller:v1.20.2\"}; the others are \"cert-manager-cainjector\" and \"cert-manager-webhook\".",
+    ),
+    (
+        "Notebooks",
+        "Kubeflow Notebooks version to deploy, e.g. \"v1.11.0\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"jupyter-web-app\": \"registry.example/kubeflow/notebooks/jupyter-web-app:v1.11.0\"}; the controllers name theirs \"manager\" (one override sets them all). The images the spawner offers are spec.spawner.images.",
     ),
     (
         "DevicePlugins",

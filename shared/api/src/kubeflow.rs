@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
     cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec, istio::IstioSpec,
-    pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
+    notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec,
+    training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -45,6 +46,11 @@ pub struct KubeflowComponents {
     /// is Managed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_manager: Option<ComponentEntry<CertManagerSpec>>,
+    /// Kubeflow Notebooks (waits for Istio and cert-manager when they are
+    /// Managed: its web apps route through Istio, its PVC viewer's webhook
+    /// certificate comes from cert-manager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notebooks: Option<ComponentEntry<NotebooksSpec>>,
     /// Kubeflow Pipelines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
@@ -71,7 +77,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Pipelines, Serving, Training, Trainer, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Pipelines, Serving, Training, Trainer, Notebooks, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

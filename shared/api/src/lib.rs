@@ -22,6 +22,7 @@ pub use components::{
         PluginType,
     },
     istio::{Istio, IstioSpec},
+    notebooks::{Culling, Notebooks, NotebooksSpec, Spawner, SpawnerGpu},
     pipelines::{Pipelines, PipelinesSpec},
     serving::{Serving, ServingSpec},
     trainer::{Trainer, TrainerSpec, TrainerStatus},

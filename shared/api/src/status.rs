@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
 use crate::components::{
-    cert_manager, device_plugins, istio, pipelines, serving, trainer, training,
+    cert_manager, device_plugins, istio, notebooks, pipelines, serving, trainer, training,
 };
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
@@ -129,6 +129,7 @@ reported!(trainer::Trainer, trainer::TrainerStatus);
 reported!(serving::Serving, ComponentStatus);
 reported!(pipelines::Pipelines, ComponentStatus);
 reported!(istio::Istio, ComponentStatus);
+reported!(notebooks::Notebooks, ComponentStatus);
 reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
 reported!(
     device_plugins::DevicePlugins,

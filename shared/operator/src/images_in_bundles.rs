@@ -30,6 +30,7 @@ fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
         "pipelines",
         "istio",
         "cert-manager",
+        "notebooks",
     ] {
         folders.push(c.to_string());
     }
@@ -42,7 +43,7 @@ fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
             out.push((format!("{folder}/{v}"), b.objects()));
         }
     }
-    assert!(out.len() >= 17, "bundles under {}", root.display());
+    assert!(out.len() >= 19, "bundles under {}", root.display());
     out
 }
 

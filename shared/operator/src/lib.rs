@@ -44,5 +44,6 @@ pub mod watches;
 
 // Operators use these through the library so they never pin their own versions.
 pub use {
-    anyhow, async_trait, clap, k8s_openapi, kube, kubeflow_api as api, serde_json, tokio, tracing,
+    anyhow, async_trait, clap, k8s_openapi, kube, kubeflow_api as api, serde_json, serde_saphyr,
+    tokio, tracing,
 };

@@ -1,4 +1,4 @@
-//! The seven component kinds, and what the generic operator machinery needs to know of each.
+//! The eight component kinds, and what the generic operator machinery needs to know of each.
 
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
@@ -62,6 +62,7 @@ macro_rules! component_crd {
 pub mod cert_manager;
 pub mod device_plugins;
 pub mod istio;
+pub mod notebooks;
 pub mod pipelines;
 pub mod serving;
 pub mod trainer;
@@ -129,6 +130,7 @@ component!(trainer::Trainer, trainer::TrainerSpec, "trainer");
 component!(serving::Serving, serving::ServingSpec, "serving");
 component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
 component!(istio::Istio, istio::IstioSpec, "istio");
+component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
 component!(
     cert_manager::CertManager,
     cert_manager::CertManagerSpec,

@@ -1,0 +1,269 @@
+//! The Notebooks operator, as a process, against the real control plane:
+//! culling and the spawner's settings reach the controller and the Jupyter
+//! web app, every kind is repaired, a bad setting is refused with nothing
+//! written, 26.03's v1.10.0 upgrades to 26.03.1's v1.11.0 with a user's
+//! Notebook kept, and removal keeps the CRDs and the user's Notebook.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
+use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::{Value, json};
+
+const OPERATOR: &str = "kubeflow-notebooks-operator";
+const TIMEOUT: Duration = Duration::from_secs(90);
+const LAB: &str = "registry.example/team/lab:2";
+
+fn writes(metrics: &str) -> f64 {
+    metric_sum(metrics, "kubeflow_apply_writes_total", &[])
+}
+
+/// The operator's write count once it has settled (the watch events of its
+/// own writes may bring one more pass, which finds nothing to write).
+async fn settled_writes(op: &OperatorProcess) -> f64 {
+    let mut last = writes(&op.metrics().await);
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = writes(&op.metrics().await);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// The CRDs of an upstream bundle file (what Istio and cert-manager would
+/// have installed: the kinds Notebooks' bundle uses), created if absent.
+async fn install_bundle_crds(client: &kube::Client, file: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("e2e-prerequisites").force();
+    for obj in kubeflow_e2e::parse_yaml(&kubeflow_e2e::bundle_text(file))
+        .into_iter()
+        .filter(|o| {
+            o.types
+                .as_ref()
+                .is_some_and(|t| t.kind == "CustomResourceDefinition")
+        })
+    {
+        let name = obj.name_any();
+        if crds.get_opt(&name).await.expect("get crd").is_some() {
+            continue;
+        }
+        crds.patch(&name, &params, &Patch::Apply(&obj))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        wait_for(&format!("{name} established"), TIMEOUT, || async {
+            crds.get(&name)
+                .await
+                .ok()?
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+/// The ConfigMap of the namespace whose name starts with `prefix`.
+async fn config_map(client: &kube::Client, ns: &str, prefix: &str) -> ConfigMap {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .find(|c| c.name_any().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no ConfigMap {prefix}*"))
+}
+
+fn env_value(d: &Deployment, name: &str) -> Option<String> {
+    d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}
+
+#[tokio::test]
+async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and_keep_users_notebooks()
+ {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Notebooks"], &["notebooks"]).await;
+    install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml").await;
+    let ns = TestNamespace::new(&client, "notebooks").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let nbs = component_api(&client, &ns.name, "Notebooks");
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!("apiVersion: components.kubeflow.org/v1alpha1\nkind: Notebooks\nmetadata: {{name: kubeflow}}\nspec:\n  version: v1.10.0\n  culling: {{enabled: true, idleMinutes: 60}}\n  spawner:\n    images: [\"{LAB}\"]\n    cpu: \"1\"\n    storageClass: fast-ssd\n"),
+    )
+    .await;
+    wait_condition(&nbs, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // Culling: in the controller's ConfigMap and its environment.
+    let controller = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .get("notebook-controller-deployment")
+        .await
+        .expect("controller");
+    assert_eq!(
+        env_value(&controller, "ENABLE_CULLING").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        env_value(&controller, "CULL_IDLE_TIME").as_deref(),
+        Some("60")
+    );
+    let data = config_map(&client, &ns.name, "notebook-controller-config-")
+        .await
+        .data
+        .unwrap_or_default();
+    assert_eq!(data.get("ENABLE_CULLING").map(String::as_str), Some("true"));
+    // The spawner: the images offered, the default CPU, the storage class.
+    let spawner_text = |cm: &ConfigMap| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("spawner_ui_config.yaml").cloned())
+            .unwrap_or_default()
+    };
+    let form: Value = serde_saphyr::from_str(&spawner_text(
+        &config_map(&client, &ns.name, "jupyter-web-app-config-").await,
+    ))
+    .expect("spawner yaml");
+    let defaults = &form["spawnerFormDefaults"];
+    assert_eq!(defaults["image"], json!({"value": LAB, "options": [LAB]}));
+    assert_eq!(defaults["cpu"]["value"], "1");
+    assert_eq!(
+        defaults["workspaceVolume"]["value"]["newPvc"]["spec"]["storageClassName"],
+        "fast-ssd"
+    );
+
+    // Every managed kind is watched and repaired.
+    let cr = nbs.get("kubeflow").await.expect("cr");
+    kubeflow_e2e::repair::assert_every_kind_repaired(
+        &client,
+        &cr,
+        &[
+            "Deployment.apps",
+            "ConfigMap",
+            "VirtualService.networking.istio.io",
+            "Certificate.cert-manager.io",
+            "MutatingWebhookConfiguration.admissionregistration.k8s.io",
+        ],
+    )
+    .await;
+    wait_condition(&nbs, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // At rest: no writes.
+    let before = settled_writes(&op).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(writes(&op.metrics().await), before, "no writes at rest");
+
+    // A default image that is not offered: refused by name, nothing written.
+    let spawner_before = config_map(&client, &ns.name, "jupyter-web-app-config-").await;
+    merge(
+        &nbs,
+        "kubeflow",
+        json!({"spec": {"spawner": {"defaultImage": "elsewhere.example/lab:9"}}}),
+    )
+    .await;
+    let refused = wait_condition(&nbs, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    assert_eq!(reason, "InvalidSpec", "{message}");
+    assert!(message.contains("spec.spawner.defaultImage"), "{message}");
+    assert_eq!(writes(&op.metrics().await), before, "nothing written");
+    let spawner_after = config_map(&client, &ns.name, "jupyter-web-app-config-").await;
+    assert_eq!(
+        spawner_after.metadata.resource_version,
+        spawner_before.metadata.resource_version
+    );
+    merge(
+        &nbs,
+        "kubeflow",
+        json!({"spec": {"spawner": {"defaultImage": null}}}),
+    )
+    .await;
+    wait_condition(&nbs, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // A user's Notebook survives the upgrade to v1.11.0 (26.03.1).
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeflow.org", "v1", "Notebook"),
+        "notebooks",
+    );
+    let users: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    apply_yaml(&client, &ns.name, "apiVersion: kubeflow.org/v1\nkind: Notebook\nmetadata: {name: user-notebook}\nspec:\n  template:\n    spec:\n      containers: [{name: user-notebook, image: example.invalid/lab:1}]\n").await;
+    let user_uid = users.get("user-notebook").await.expect("notebook").uid();
+    merge(&nbs, "kubeflow", json!({"spec": {"version": "v1.11.0"}})).await;
+    wait_for("v1.11.0 Ready", TIMEOUT, || async {
+        let cr = nbs.get("kubeflow").await.ok()?;
+        let (s, _, _, g) = condition(&cr, "Ready")?;
+        (s == "True"
+            && g == cr.metadata.generation
+            && cr.data.pointer("/status/version") == Some(&json!("v1.11.0")))
+        .then_some(())
+    })
+    .await;
+    let jwa = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .get("jupyter-web-app-deployment")
+        .await
+        .expect("jupyter web app");
+    let image = jwa
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers[0].image.clone())
+        .unwrap_or_default();
+    assert!(
+        image.ends_with("/notebooks/jupyter-web-app:v1.11.0"),
+        "{image}"
+    );
+    let form: Value = serde_saphyr::from_str(&spawner_text(
+        &config_map(&client, &ns.name, "jupyter-web-app-config-f5cb").await,
+    ))
+    .expect("spawner yaml");
+    assert_eq!(
+        form["spawnerFormDefaults"]["image"]["value"], LAB,
+        "the settings follow the new version's ConfigMap"
+    );
+    assert_eq!(
+        users.get("user-notebook").await.expect("kept").uid(),
+        user_uid
+    );
+
+    // Removal: the controllers go; the CRDs and the user's Notebook stay.
+    nbs.delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&nbs, "kubeflow", TIMEOUT).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the controllers to go", TIMEOUT, || async {
+        deployments
+            .list(&ListParams::default().labels("components.kubeflow.org/component=notebooks"))
+            .await
+            .ok()?
+            .items
+            .iter()
+            .all(|d| d.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let kept = crds.get("notebooks.kubeflow.org").await.expect("kept");
+    assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));
+    assert_eq!(
+        users.get("user-notebook").await.expect("kept").uid(),
+        user_uid
+    );
+    drop(op);
+    ns.delete().await;
+}
