@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn a_bad_setting_is_refused_by_its_field() {
         let refused = |s: Spawner, field: &str| {
-            let r = merged(CONFIG, &s).err().expect("refused");
+            let r = merged(CONFIG, &s).expect_err("refused");
             assert_eq!(r.reason, Reason::InvalidSpec);
             assert!(r.message.contains(field), "{field}: {}", r.message);
         };
