@@ -8,8 +8,9 @@
 //!   owned fields an apply omits), or
 //! - a field the desired state sets is missing or holds another value,
 //!   compared the way the API server stores it: quantities by value
-//!   (`2048Mi` is `2Gi`), an empty string like an absent field (Go's
-//!   `omitempty`), list entries by the keys the server merges them by.
+//!   (`2048Mi` is `2Gi`), an empty string or `false` like an absent field
+//!   (Go's `omitempty`: a CRD's `preserveUnknownFields: false` is never
+//!   stored), list entries by the keys the server merges them by.
 //!
 //! List keys come from `managedFields` itself (`k:{"name":"x"}` entries), so
 //! no schema is needed: a list we own and the server merges by key is
@@ -282,6 +283,9 @@ fn is_empty(v: &Value, in_string_map: bool) -> bool {
         Value::Array(a) => a.is_empty(),
         Value::Null => true,
         Value::String(s) => s.is_empty() && !in_string_map,
+        // A `*bool` the server keeps even when false: one it does not
+        // return was an `omitempty` bool.
+        Value::Bool(b) => !b,
         _ => false,
     }
 }
@@ -327,6 +331,18 @@ mod tests {
         as_stored(&mut s);
         assert_eq!(s.data.get("stringData"), None);
         assert_eq!(s.data["data"], json!({"a": "eQ==", "user": "a3ViZWZsb3c="}));
+    }
+
+    #[test]
+    fn a_false_the_server_omits_is_no_difference() {
+        let desired = json!({"spec": {"preserveUnknownFields": false, "scope": "Namespaced"}});
+        let live = json!({"spec": {"scope": "Namespaced"}});
+        assert_eq!(difference(&desired, &live, None, "", String::new()), None);
+        let desired = json!({"spec": {"suspend": true}});
+        assert_eq!(
+            difference(&desired, &live, None, "", String::new()).as_deref(),
+            Some(".spec.suspend")
+        );
     }
 
     #[test]
