@@ -216,6 +216,30 @@ async fn sweep_cluster_custom_objects(
         .await;
 }
 
+/// Deletes every CRD whose group ends with `group_suffix` (e.g.
+/// "cert-manager.io"), with their objects, and waits until they are gone:
+/// for a test that needs a cluster without that project, whatever earlier
+/// tests kept.
+pub async fn delete_crds_of(client: &Client, group_suffix: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let all = crds
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    for crd in all
+        .into_iter()
+        .filter(|c| c.spec.group.ends_with(group_suffix))
+    {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let _ = crds
+            .delete(&name, &kube::api::DeleteParams::default())
+            .await;
+        wait_gone(&crds, &name, Duration::from_secs(90)).await;
+    }
+}
+
 /// The API resource of one of the project's kinds.
 pub fn component_resource(kind: &str) -> ApiResource {
     let (group, plural) = match kind {

@@ -56,13 +56,7 @@ async fn settled_writes(op: &OperatorProcess) -> f64 {
 /// Deletes every cert-manager CRD (a foreign one an earlier run left
 /// included) and the cert-manager namespace, and waits until they are gone.
 async fn start_without_cert_manager(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds.list(&ListParams::default()).await.expect("crds").items {
-        if crd.spec.group.ends_with("cert-manager.io") {
-            let _ = crds.delete(&crd.name_any(), &DeleteParams::default()).await;
-            wait_gone(&crds, &crd.name_any(), TIMEOUT).await;
-        }
-    }
+    kubeflow_e2e::component::delete_crds_of(client, "cert-manager.io").await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(NAMESPACE, &DeleteParams::default()).await;
     wait_gone(&namespaces, NAMESPACE, Duration::from_secs(120)).await;

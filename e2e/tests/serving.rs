@@ -73,7 +73,9 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
         ]
     );
 
-    // cert-manager asked for but absent: a condition saying so, nothing changed.
+    // cert-manager asked for but absent: a condition saying so, nothing
+    // changed. (Earlier tests keep cert-manager's CRDs, as a removal does.)
+    kubeflow_e2e::component::delete_crds_of(&client, "cert-manager.io").await;
     kubeflow_e2e::component::merge(
         &api,
         "kubeflow",
