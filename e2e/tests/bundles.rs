@@ -16,29 +16,16 @@ use serde_json::{Value, json};
 fn bundle_dirs() -> Vec<(String, String)> {
     let root = manifests_dir();
     let mut out = Vec::new();
-    for component in [
-        "training",
-        "trainer",
-        "pipelines",
-        "serving",
-        "istio",
-        "cert-manager",
-        "notebooks",
-    ] {
-        for v in bundle::available_versions(&root.join(component)) {
-            out.push((component.to_string(), v));
-        }
-    }
-    for plugin in ["nvidia-gpu", "intel-gpu"] {
-        for v in bundle::available_versions(&root.join("device-plugins").join(plugin)) {
-            out.push((format!("device-plugins/{plugin}"), v));
+    for folder in bundle::FOLDERS {
+        for v in bundle::available_versions(&root.join(folder)) {
+            out.push((folder.to_string(), v));
         }
     }
     // Training has one version, Trainer two, pipelines, serving and istio
-    // four each (26.03.1's included), cert-manager, Notebooks and the device
-    // plugins two each. Fewer
-    // means the data is missing, and every test over it would pass on nothing.
-    assert_eq!(out.len(), 23, "{out:?}");
+    // four each (26.03.1's included), cert-manager, dex, oauth2-proxy,
+    // Notebooks and the device plugins two each. Fewer means the data is
+    // missing, and every test over it would pass on nothing.
+    assert_eq!(out.len(), 27, "{out:?}");
     out
 }
 

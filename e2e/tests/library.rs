@@ -539,23 +539,10 @@ async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
 /// Every bundle folder as (component path, version), in upgrade order.
 fn every_bundle() -> Vec<(String, Vec<String>)> {
     let root = manifests_dir();
-    let mut out = Vec::new();
-    for c in [
-        "training",
-        "trainer",
-        "pipelines",
-        "serving",
-        "istio",
-        "cert-manager",
-        "notebooks",
-    ] {
-        out.push((c.to_string(), bundle::available_versions(&root.join(c))));
-    }
-    for p in ["nvidia-gpu", "intel-gpu"] {
-        let c = format!("device-plugins/{p}");
-        out.push((c.clone(), bundle::available_versions(&root.join(&c))));
-    }
-    out
+    bundle::FOLDERS
+        .iter()
+        .map(|f| (f.to_string(), bundle::available_versions(&root.join(f))))
+        .collect()
 }
 
 /// The API server stores some bundle values differently from how they are

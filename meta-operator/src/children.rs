@@ -62,13 +62,26 @@ fn stated<S: ComponentSpec>(
 /// Every component's child, in [`ComponentKind::ORDER`].
 pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Child> {
     let c = &kf.spec.components;
+    let login = c
+        .auth
+        .as_ref()
+        .is_some_and(|e| e.management_state == ManagementState::Managed);
     ComponentKind::ORDER
         .iter()
         .map(|&component| {
             let v = release.component(component);
             let (managed, spec) = match component {
-                ComponentKind::Istio => stated(c.istio.as_ref(), kf, v, platform),
+                ComponentKind::Istio => {
+                    let (managed, mut spec) = stated(c.istio.as_ref(), kf, v, platform);
+                    // The login needs Istio's side (extension provider,
+                    // kubeflow-gateway) unless the Istio entry says otherwise.
+                    if login {
+                        spec.entry("oauth2Proxy").or_insert(json!(true));
+                    }
+                    (managed, spec)
+                }
                 ComponentKind::CertManager => stated(c.cert_manager.as_ref(), kf, v, platform),
+                ComponentKind::Auth => stated(c.auth.as_ref(), kf, v, platform),
                 ComponentKind::Training => stated(c.training.as_ref(), kf, v, platform),
                 ComponentKind::Trainer => stated(c.trainer.as_ref(), kf, v, platform),
                 ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref(), kf, v, platform),
@@ -124,6 +137,38 @@ mod tests {
 
     fn kf(json_text: &str) -> Kubeflow {
         serde_json::from_str(json_text).expect("Kubeflow")
+    }
+
+    #[test]
+    fn with_auth_on_istio_routes_through_the_login_unless_its_entry_says_otherwise() {
+        let text = |istio: &str| {
+            format!(
+                r#"{{"apiVersion":"platform.kubeflow.org/v1alpha1","kind":"Kubeflow","metadata":{{"name":"kf","namespace":"ns"}},
+                "spec":{{"version":"26.03.1","components":{{"istio":{istio},"auth":{{"managementState":"Managed"}}}}}}}}"#
+            )
+        };
+        let r = release::find("26.03.1").expect("release");
+        let istio = |k: &Kubeflow| {
+            desired(k, r, Platform::Kubernetes)
+                .into_iter()
+                .find(|c| c.component == ComponentKind::Istio)
+                .expect("istio")
+        };
+        let on = istio(&kf(&text(r#"{"managementState":"Managed"}"#)));
+        assert_eq!(on.spec.get("oauth2Proxy"), Some(&json!(true)));
+        let stated_off = istio(&kf(&text(
+            r#"{"managementState":"Managed","spec":{"oauth2Proxy":false}}"#,
+        )));
+        assert_eq!(stated_off.spec.get("oauth2Proxy"), Some(&json!(false)));
+        let auth = desired(
+            &kf(&text(r#"{"managementState":"Managed"}"#)),
+            r,
+            Platform::Kubernetes,
+        )
+        .into_iter()
+        .find(|c| c.component == ComponentKind::Auth)
+        .expect("auth");
+        assert_eq!(expected_version(&auth), Some("v7.15.2"));
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! The eight component kinds the `Kubeflow` CR stands for: their names, the
+//! The nine component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
 use kubeflow_api::{
-    CertManager, DevicePlugins, Istio, Notebooks, Pipelines, Serving, Trainer, Training,
+    Auth, CertManager, DevicePlugins, Istio, Notebooks, Pipelines, Serving, Trainer, Training,
 };
 
 /// A component of Kubeflow, each with its own CR kind and operator.
@@ -15,6 +15,8 @@ pub enum ComponentKind {
     Istio,
     /// cert-manager and the Kubeflow issuer.
     CertManager,
+    /// The login: oauth2-proxy with dex or an external OIDC provider.
+    Auth,
     /// Training operator v1.
     Training,
     /// Trainer v2.
@@ -32,9 +34,10 @@ pub enum ComponentKind {
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 8] = [
+    pub const ORDER: [ComponentKind; 9] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
+        ComponentKind::Auth,
         ComponentKind::Training,
         ComponentKind::Trainer,
         ComponentKind::DevicePlugins,
@@ -48,6 +51,7 @@ impl ComponentKind {
         match self {
             ComponentKind::Istio => "istio",
             ComponentKind::CertManager => "cert-manager",
+            ComponentKind::Auth => "auth",
             ComponentKind::Training => "training",
             ComponentKind::Trainer => "trainer",
             ComponentKind::DevicePlugins => "device-plugins",
@@ -63,20 +67,39 @@ impl ComponentKind {
             ComponentKind::Pipelines => &[ComponentKind::Istio],
             // KServe's Issuer and Certificate, when cert-manager is there.
             ComponentKind::Serving => &[ComponentKind::Istio, ComponentKind::CertManager],
-            // Its web apps' routes, and its PVC viewer's webhook certificate.
-            ComponentKind::Notebooks => &[ComponentKind::Istio, ComponentKind::CertManager],
+            // oauth2-proxy sits in front of Istio's ingress gateway, whose
+            // mesh config must name it; cert-manager's webhook certificates
+            // come before any web app.
+            ComponentKind::Auth => &[ComponentKind::Istio, ComponentKind::CertManager],
+            // Its web apps' routes and login, and its PVC viewer's webhook
+            // certificate.
+            ComponentKind::Notebooks => &[
+                ComponentKind::Istio,
+                ComponentKind::CertManager,
+                ComponentKind::Auth,
+            ],
             _ => &[],
         }
     }
 
-    /// Whether some other component depends on this one.
-    pub fn has_dependents(self) -> bool {
-        Self::ORDER.iter().any(|c| c.depends_on().contains(&self))
+    /// When it is removed: what nothing depends on first (wave 0), each
+    /// component one wave after the last of its dependents.
+    pub fn removal_wave(self) -> u8 {
+        Self::ORDER
+            .iter()
+            .filter(|c| c.depends_on().contains(&self))
+            .map(|c| c.removal_wave() + 1)
+            .max()
+            .unwrap_or(0)
     }
 
-    /// When it is removed: dependents first (wave 0), what they depend on after (wave 1).
-    pub fn removal_wave(self) -> u8 {
-        u8::from(self.has_dependents())
+    /// The last removal wave.
+    pub fn last_wave() -> u8 {
+        Self::ORDER
+            .iter()
+            .map(|c| c.removal_wave())
+            .max()
+            .unwrap_or(0)
     }
 
     /// The API resource of the component's CR.
@@ -84,6 +107,7 @@ impl ComponentKind {
         match self {
             ComponentKind::Istio => ApiResource::erase::<Istio>(&()),
             ComponentKind::CertManager => ApiResource::erase::<CertManager>(&()),
+            ComponentKind::Auth => ApiResource::erase::<Auth>(&()),
             ComponentKind::Training => ApiResource::erase::<Training>(&()),
             ComponentKind::Trainer => ApiResource::erase::<Trainer>(&()),
             ComponentKind::DevicePlugins => ApiResource::erase::<DevicePlugins>(&()),
@@ -116,9 +140,11 @@ mod tests {
                 );
             }
         }
-        assert_eq!(ComponentKind::Istio.removal_wave(), 1);
-        assert_eq!(ComponentKind::CertManager.removal_wave(), 1);
+        assert_eq!(ComponentKind::Istio.removal_wave(), 2);
+        assert_eq!(ComponentKind::CertManager.removal_wave(), 2);
+        assert_eq!(ComponentKind::Auth.removal_wave(), 1);
         assert_eq!(ComponentKind::Serving.removal_wave(), 0);
+        assert_eq!(ComponentKind::last_wave(), 2);
     }
 
     #[test]
@@ -127,7 +153,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 8);
+        assert_eq!(plurals.len(), 9);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

@@ -11,8 +11,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Notebooks, Pipelines, Serving,
-    Trainer, Training,
+    Auth, CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Notebooks, Pipelines,
+    Serving, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
@@ -84,6 +84,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<CertManager>::all(c.clone()),
             cfg(),
             "certmanagers".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Auth>::all(c.clone()),
+            cfg(),
+            "auths".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Notebooks>::all(c.clone()),
@@ -368,7 +373,7 @@ async fn cleanup(kf: &Kubeflow, ctx: &Meta, status: &mut KubeflowStatus) -> Resu
         return Ok(());
     }
     let ns = kf.namespace().unwrap_or_default();
-    for wave in 0..=1 {
+    for wave in 0..=ComponentKind::last_wave() {
         let present: Vec<ComponentKind> = ComponentKind::ORDER
             .iter()
             .copied()

@@ -28,6 +28,15 @@ pub struct Release {
     /// Kubeflow Notebooks version; releases before 26.03 carry none the
     /// operators install.
     pub notebooks: Option<&'static str>,
+    /// oauth2-proxy version, the Auth component's (its dex is the one
+    /// released beside it, which the Auth operator knows); releases
+    /// before 26.03 carry none the operators install.
+    pub auth: Option<&'static str>,
+    /// The dex released beside that oauth2-proxy: read here for the
+    /// upgrade plan and the image list only (the Auth operator pairs it
+    /// with the oauth2-proxy version itself, so an external OIDC provider
+    /// needs no dex version).
+    pub dex: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -43,6 +52,8 @@ pub const RELEASES: &[Release] = &[
         istio_runs: "1.26.1",
         cert_manager: None,
         notebooks: None,
+        auth: None,
+        dex: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -54,6 +65,8 @@ pub const RELEASES: &[Release] = &[
         istio_runs: "1.28.0",
         cert_manager: None,
         notebooks: None,
+        auth: None,
+        dex: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -66,6 +79,8 @@ pub const RELEASES: &[Release] = &[
         istio_runs: "1.28.0",
         cert_manager: Some("v1.19.4"),
         notebooks: Some("v1.10.0"),
+        auth: Some("v7.14.3"),
+        dex: Some("v2.45.0"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -77,6 +92,8 @@ pub const RELEASES: &[Release] = &[
         istio_runs: "1.30.1",
         cert_manager: Some("v1.20.2"),
         notebooks: Some("v1.11.0"),
+        auth: Some("v7.15.2"),
+        dex: Some("v2.45.1"),
     },
 ];
 
@@ -92,7 +109,24 @@ impl Release {
             ComponentKind::Istio => Some(self.istio),
             ComponentKind::CertManager => self.cert_manager,
             ComponentKind::Notebooks => self.notebooks,
+            ComponentKind::Auth => self.auth,
             ComponentKind::DevicePlugins => None,
+        }
+    }
+}
+
+impl Release {
+    /// The bundle folders and versions a component installs at this
+    /// release: its own folder, and for Auth dex's beside oauth2-proxy's.
+    pub fn bundles(&self, kind: ComponentKind) -> Vec<(&'static str, &'static str)> {
+        let Some(v) = self.component(kind) else {
+            return Vec::new();
+        };
+        match kind {
+            ComponentKind::Auth => std::iter::once(("oauth2-proxy", v))
+                .chain(self.dex.map(|d| ("dex", d)))
+                .collect(),
+            _ => vec![(kind.name(), v)],
         }
     }
 }
@@ -226,10 +260,16 @@ pub fn plan(manifests_dir: &std::path::Path, from: &str, to: &str) -> anyhow::Re
             (None, None) => continue,
             (Some(a), Some(b)) if a == b => writeln!(out, "{c} {a}: unchanged")?,
             (Some(a), Some(b)) => {
-                let load = |v: &str| -> anyhow::Result<Vec<kube::api::DynamicObject>> {
-                    Ok(kubeflow_operator::bundle::load(manifests_dir, c.name(), v)?.objects())
+                let load = |r: &Release| -> anyhow::Result<Vec<kube::api::DynamicObject>> {
+                    let mut objects = Vec::new();
+                    for (folder, v) in r.bundles(c) {
+                        objects.extend(
+                            kubeflow_operator::bundle::load(manifests_dir, folder, v)?.objects(),
+                        );
+                    }
+                    Ok(objects)
                 };
-                let plan = kubeflow_operator::upgrade_plan::Plan::compute(&load(a)?, &load(b)?);
+                let plan = kubeflow_operator::upgrade_plan::Plan::compute(&load(old)?, &load(new)?);
                 write!(out, "{c} {a} -> {b}: {plan}")?;
             }
             (None, Some(b)) => writeln!(out, "{c}: installed at {b}")?,
@@ -266,7 +306,8 @@ pub fn images(
     })?;
     let mut bundles: Vec<(String, String)> = ComponentKind::ORDER
         .iter()
-        .filter_map(|c| Some((c.name().to_string(), release.component(*c)?.to_string())))
+        .flat_map(|c| release.bundles(*c))
+        .map(|(folder, v)| (folder.to_string(), v.to_string()))
         .collect();
     for plugin in ["device-plugins/nvidia-gpu", "device-plugins/intel-gpu"] {
         for v in kubeflow_operator::bundle::available_versions(&manifests_dir.join(plugin)) {
@@ -327,7 +368,7 @@ mod tests {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
             let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (cert_manager, notebooks) = (given(6), given(10));
+            let (cert_manager, dex, auth, notebooks) = (given(6), given(7), given(8), given(10));
             assert_eq!(
                 (
                     r.training,
@@ -336,6 +377,8 @@ mod tests {
                     r.serving,
                     r.istio,
                     r.cert_manager,
+                    r.dex,
+                    r.auth,
                     r.notebooks
                 ),
                 (
@@ -345,6 +388,8 @@ mod tests {
                     row[4].as_str(),
                     row[5].as_str(),
                     cert_manager,
+                    dex,
+                    auth,
                     notebooks
                 ),
                 "{}",
@@ -379,10 +424,10 @@ mod tests {
         let dir = manifests();
         for r in RELEASES {
             for c in ComponentKind::ORDER {
-                if let Some(v) = r.component(c) {
+                for (folder, v) in r.bundles(c) {
                     assert!(
-                        dir.join(c.name()).join(v).is_dir(),
-                        "{} {c} {v}",
+                        dir.join(folder).join(v).is_dir(),
+                        "{} {c}: {folder} {v}",
                         r.kubeflow
                     );
                 }

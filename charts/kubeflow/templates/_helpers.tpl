@@ -11,6 +11,7 @@ pipelines: pipelines
 istio: istio
 certManager: cert-manager
 notebooks: notebooks
+auth: auth
 devicePlugins: device-plugins
 {{- end }}
 

@@ -1,7 +1,7 @@
 //! What the operator knows of Istio: the bundle's three files, that it lives
 //! in `istio-system` rather than the CR's namespace (the CNI node agent too,
 //! which the bundle puts in `kube-system`), its two workloads, the gateway
-//! switch and the mesh config.
+//! switch, the mesh config, and what the login needs of it (see `login`).
 
 use kubeflow_operator::api::components::istio::IstioWorkload;
 use kubeflow_operator::api::{Istio, Platform};
@@ -10,6 +10,7 @@ use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::kube::core::GroupVersionKind;
 use kubeflow_operator::rbac::Permissions;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
@@ -48,7 +49,16 @@ impl Component for IstioComponent {
     type Inputs = ();
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["istio"]).openshift_scc(&[SCC, CNI_SCC])
+        Permissions::bundles(&["istio"])
+            .openshift_scc(&[SCC, CNI_SCC])
+            .with_namespaced([crate::login::gateway_rule()])
+    }
+
+    fn watched_kinds(&self) -> Vec<GroupVersionKind> {
+        vec![
+            GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+            crate::login::gateway_kind(),
+        ]
     }
 
     fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
@@ -78,8 +88,15 @@ impl Component for IstioComponent {
             &spec.istiod.clone().unwrap_or_default(),
         );
         scale(&mut objects, GATEWAY, &gateway.workload);
-        if let Some(overrides) = &spec.mesh_config {
-            merge_mesh_config(&mut objects, overrides)?;
+        let oauth2_proxy = spec.oauth2_proxy == Some(true);
+        let mut mesh = spec.mesh_config.clone().unwrap_or_default();
+        if oauth2_proxy {
+            crate::login::add_extension_provider(&mut mesh);
+            crate::login::refresh_keys_often(&mut objects, ISTIOD);
+            objects.push(crate::login::kubeflow_gateway(ctx.namespace));
+        }
+        if !mesh.is_empty() {
+            merge_mesh_config(&mut objects, &mesh)?;
         }
         if ctx.platform == Platform::OpenShift {
             grant_sccs(&mut objects);
@@ -179,7 +196,37 @@ mod tests {
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
-        assert_permitted(&IstioComponent, |dir| every_version(dir, "istio"));
+        assert_permitted(&IstioComponent, |dir| {
+            let mut specs = every_version(dir, "istio");
+            let with_login: Vec<Value> = specs
+                .iter()
+                .map(|s| json!({"version": s["version"], "oauth2Proxy": true}))
+                .collect();
+            specs.extend(with_login);
+            specs
+        });
+    }
+
+    #[test]
+    fn with_the_login_on_the_mesh_asks_oauth2_proxy_and_the_web_apps_gateway_exists() {
+        use kubeflow_operator::component::{find, render_spec};
+        let spec = json!({"version": "1.30.1", "oauth2Proxy": true,
+            "meshConfig": {"accessLogFile": "/dev/stdout"}});
+        let r = render_spec(&IstioComponent, spec, &()).expect("render");
+        let mesh = find(&r, "ConfigMap", "istio").expect("mesh config");
+        let text = mesh.data["data"]["mesh"].as_str().unwrap_or("");
+        assert!(text.contains("accessLogFile: /dev/stdout"), "{text}");
+        assert!(
+            text.contains("oauth2-proxy.oauth2-proxy.svc.cluster.local"),
+            "{text}"
+        );
+        let gw = find(&r, "Gateway", crate::login::GATEWAY).expect("gateway");
+        assert_eq!(gw.metadata.namespace.as_deref(), Some("kubeflow"));
+        let istiod = find(&r, "Deployment", ISTIOD).expect("istiod");
+        let env = istiod.data["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+        assert!(env.contains("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL"), "{env}");
+        let off = render_spec(&IstioComponent, json!({"version": "1.30.1"}), &()).expect("render");
+        assert!(find(&off, "Gateway", crate::login::GATEWAY).is_none());
     }
 
     #[test]

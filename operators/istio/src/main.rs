@@ -1,6 +1,7 @@
 //! kubeflow-istio-operator: installs the Istio control plane from `Istio` custom resources.
 
 mod istio;
+mod login;
 mod mesh;
 
 /// mimalloc: it gives freed memory back to the system, so the resident size

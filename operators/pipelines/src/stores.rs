@@ -1,14 +1,12 @@
 //! The database and object store: bundled, or external with credentials from
 //! Secrets the user names.
 
-use k8s_openapi::api::core::v1::Secret;
 use kubeflow_operator::api::components::pipelines::{ExternalDatabase, ExternalObjectStore};
-use kubeflow_operator::component::{DereferenceError, Refusal};
-use kubeflow_operator::conditions::Reason;
+use kubeflow_operator::component::DereferenceError;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
-use kubeflow_operator::kube::api::{Api, DynamicObject};
-use kubeflow_operator::transform;
+use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::{secrets, transform};
 
 /// The bundle's database credentials Secret, which pods reference.
 const DB_SECRET: &str = "mysql-secret";
@@ -37,31 +35,7 @@ pub async fn require_secret(
     name: &str,
     keys: &[&str],
 ) -> Result<(), DereferenceError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = api
-        .get_opt(name)
-        .await
-        .map_err(|e| DereferenceError::Api("read a referenced Secret", e))?;
-    let Some(secret) = secret else {
-        return Err(Refusal::new(
-            Reason::SecretMissing,
-            format!("Secret {ns}/{name} does not exist; create it or fix the reference"),
-        )
-        .into());
-    };
-    let data = secret.data.unwrap_or_default();
-    let missing: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| !data.contains_key(*k))
-        .collect();
-    if !missing.is_empty() {
-        return Err(Refusal::new(
-            Reason::SecretMissing,
-            format!("Secret {ns}/{name} lacks key(s) {}", missing.join(", ")),
-        )
-        .into());
-    }
+    secrets::require(client, ns, name, keys).await?;
     Ok(())
 }
 

@@ -6,7 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::{
-    CertManager, DevicePlugins, Istio, Kubeflow, Notebooks, Pipelines, Serving, Trainer, Training,
+    Auth, CertManager, DevicePlugins, Istio, Kubeflow, Notebooks, Pipelines, Serving, Trainer,
+    Training,
 };
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
@@ -52,6 +53,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(CertManager::crd(), "CertManager"),
         ),
         (
+            "components.kubeflow.org_auths.yaml",
+            component(Auth::crd(), "Auth"),
+        ),
+        (
             "components.kubeflow.org_notebooks.yaml",
             component(Notebooks::crd(), "Notebooks"),
         ),
@@ -94,6 +99,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "CertManager",
         "cert-manager version to deploy, e.g. \"v1.20.2\"; the meta-operator sets it from its release table. Unused when a cert-manager the project did not install is used (mode Auto or External).",
         "Image overrides by container name, e.g. {\"cert-manager-controller\": \"registry.example/jetstack/cert-manager-controller:v1.20.2\"}; the others are \"cert-manager-cainjector\" and \"cert-manager-webhook\".",
+    ),
+    (
+        "Auth",
+        "oauth2-proxy version to deploy, e.g. \"v7.15.2\"; the meta-operator sets it from its release table. dex's is spec.dex.version.",
+        "Image overrides by container name, e.g. {\"oauth2-proxy\": \"registry.example/oauth2-proxy/oauth2-proxy:v7.15.2\", \"dex\": \"registry.example/dexidp/dex:v2.45.1\"}.",
     ),
     (
         "Notebooks",

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
-    cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec, istio::IstioSpec,
-    notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec,
-    training::TrainingSpec,
+    auth::AuthSpec, cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec,
+    istio::IstioSpec, notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec,
+    trainer::TrainerSpec, training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -46,6 +46,12 @@ pub struct KubeflowComponents {
     /// is Managed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_manager: Option<ComponentEntry<CertManagerSpec>>,
+    /// Login in front of the web apps: oauth2-proxy with the bundled dex or
+    /// an external OIDC provider (waits for Istio and cert-manager when they
+    /// are Managed; when it is Managed, the Istio entry gets the
+    /// `oauth2-proxy` extension provider and the `kubeflow-gateway`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ComponentEntry<AuthSpec>>,
     /// Kubeflow Notebooks (waits for Istio and cert-manager when they are
     /// Managed: its web apps route through Istio, its PVC viewer's webhook
     /// certificate comes from cert-manager).
@@ -77,7 +83,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Pipelines, Serving, Training, Trainer, Notebooks, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Pipelines, Serving, Training, Trainer, Notebooks, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

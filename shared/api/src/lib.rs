@@ -14,6 +14,7 @@ pub mod status;
 pub use common::*;
 pub use components::{
     ComponentResource, ComponentSpec,
+    auth::{Auth, AuthSpec, AuthStatus, Dex, ExternalOidc},
     cert_manager::{
         CertManager, CertManagerMode, CertManagerSpec, CertManagerStatus, FoundCertManager,
     },

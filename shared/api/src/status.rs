@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
 use crate::components::{
-    cert_manager, device_plugins, istio, notebooks, pipelines, serving, trainer, training,
+    auth, cert_manager, device_plugins, istio, notebooks, pipelines, serving, trainer, training,
 };
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
@@ -99,6 +99,7 @@ macro_rules! extended_status {
 extended_status!(trainer::TrainerStatus);
 extended_status!(device_plugins::DevicePluginsStatus);
 extended_status!(cert_manager::CertManagerStatus);
+extended_status!(auth::AuthStatus);
 
 impl AsRef<ComponentStatus> for ComponentStatus {
     fn as_ref(&self) -> &ComponentStatus {
@@ -131,6 +132,7 @@ reported!(pipelines::Pipelines, ComponentStatus);
 reported!(istio::Istio, ComponentStatus);
 reported!(notebooks::Notebooks, ComponentStatus);
 reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
+reported!(auth::Auth, auth::AuthStatus);
 reported!(
     device_plugins::DevicePlugins,
     device_plugins::DevicePluginsStatus

@@ -83,6 +83,23 @@ impl Bundle {
     }
 }
 
+/// Every bundle folder an operator installs from, under the manifests
+/// folder (the device plugins one level deeper, one per plugin type), in
+/// the order their components are installed.
+pub const FOLDERS: &[&str] = &[
+    "training",
+    "trainer",
+    "pipelines",
+    "serving",
+    "istio",
+    "cert-manager",
+    "dex",
+    "oauth2-proxy",
+    "notebooks",
+    "device-plugins/nvidia-gpu",
+    "device-plugins/intel-gpu",
+];
+
 /// Versions available for a component folder (sub-folders), sorted.
 pub fn available_versions(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(dir)

@@ -22,28 +22,14 @@ fn manifests() -> PathBuf {
 /// Every object of every version of every bundle folder.
 fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
     let root = manifests();
-    let mut folders = vec![];
-    for c in [
-        "training",
-        "trainer",
-        "serving",
-        "pipelines",
-        "istio",
-        "cert-manager",
-        "notebooks",
-    ] {
-        folders.push(c.to_string());
-    }
-    folders.push("device-plugins/nvidia-gpu".into());
-    folders.push("device-plugins/intel-gpu".into());
     let mut out = Vec::new();
-    for folder in folders {
-        for v in crate::bundle::available_versions(&root.join(&folder)) {
-            let b = crate::bundle::load(&root, &folder, &v).expect("bundle");
+    for folder in crate::bundle::FOLDERS {
+        for v in crate::bundle::available_versions(&root.join(folder)) {
+            let b = crate::bundle::load(&root, folder, &v).expect("bundle");
             out.push((format!("{folder}/{v}"), b.objects()));
         }
     }
-    assert!(out.len() >= 19, "bundles under {}", root.display());
+    assert!(out.len() >= 23, "bundles under {}", root.display());
     out
 }
 

@@ -38,6 +38,7 @@ mod tests {
         ("images_in_bundles", 1),
         ("overrides", 1),
         ("certs", 1),
+        ("secrets", 1),
         ("openshift", 1),
         ("pod_security", 1),
         ("render", 1),

@@ -35,6 +35,7 @@ pub mod render;
 pub mod retry;
 pub mod runner;
 pub mod scope;
+pub mod secrets;
 pub mod status;
 pub mod telemetry;
 pub mod transform;

@@ -51,5 +51,13 @@ component_crd! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true, "maxProperties" = 64))]
         pub mesh_config: Option<serde_json::Map<String, serde_json::Value>>,
+        /// Route the web apps through the login (the Auth component): adds
+        /// the `oauth2-proxy` extension provider to the mesh config, makes
+        /// istiod refresh token signing keys every minute (the identity
+        /// provider may start after it), and installs the `kubeflow-gateway`
+        /// Gateway in this resource's namespace, which every web app's
+        /// route names. The meta-operator sets it when Auth is Managed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub oauth2_proxy: Option<bool>,
     }
 }

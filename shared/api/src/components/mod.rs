@@ -1,4 +1,4 @@
-//! The eight component kinds, and what the generic operator machinery needs to know of each.
+//! The nine component kinds, and what the generic operator machinery needs to know of each.
 
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
@@ -59,6 +59,7 @@ macro_rules! component_crd {
     };
 }
 
+pub mod auth;
 pub mod cert_manager;
 pub mod device_plugins;
 pub mod istio;
@@ -131,6 +132,7 @@ component!(serving::Serving, serving::ServingSpec, "serving");
 component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
 component!(istio::Istio, istio::IstioSpec, "istio");
 component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
+component!(auth::Auth, auth::AuthSpec, "auth");
 component!(
     cert_manager::CertManager,
     cert_manager::CertManagerSpec,

@@ -65,6 +65,15 @@ impl From<Refusal> for DereferenceError {
     }
 }
 
+impl From<crate::secrets::ReadError> for DereferenceError {
+    fn from(e: crate::secrets::ReadError) -> Self {
+        match e {
+            crate::secrets::ReadError::Refused(r) => DereferenceError::Refused(r),
+            crate::secrets::ReadError::Api(e) => DereferenceError::Api("read a Secret", e),
+        }
+    }
+}
+
 impl From<DereferenceError> for Failure {
     fn from(e: DereferenceError) -> Self {
         match e {

@@ -1,0 +1,80 @@
+//! People who log in during tests: a random password each, hashed with
+//! bcrypt as dex takes it, kept in the users Secret an Auth resource names.
+//! No test knows a password before it runs.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kubeflow_operator::secrets;
+
+/// The Secret the tests' Auth resources name (`spec.dex.usersSecret`).
+pub const USERS_SECRET: &str = "kubeflow-users";
+
+/// A person with a password.
+#[derive(Debug, Clone)]
+pub struct TestUser {
+    /// The login.
+    pub email: String,
+    /// In clear: only the test holds it.
+    pub password: String,
+}
+
+impl TestUser {
+    /// A user with a fresh random password.
+    pub fn random(email: &str) -> TestUser {
+        TestUser {
+            email: email.to_string(),
+            password: secrets::random_hex(12).expect("random"),
+        }
+    }
+
+    /// The bcrypt hash of the password (cost 10, as `htpasswd -B` makes).
+    pub fn hash(&self) -> String {
+        let salt_hex = secrets::random_hex(16).expect("random");
+        let mut salt = [0u8; 16];
+        for (i, b) in salt.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&salt_hex[2 * i..2 * i + 2], 16).expect("hex");
+        }
+        bcrypt::hash_with_salt(&self.password, 10, salt)
+            .expect("bcrypt")
+            .to_string()
+    }
+}
+
+/// The `users.yaml` a users Secret holds for `users`.
+pub fn users_yaml(users: &[TestUser]) -> String {
+    users
+        .iter()
+        .map(|u| format!("- email: {}\n  hash: \"{}\"\n", u.email, u.hash()))
+        .collect()
+}
+
+/// Creates (or replaces) the users Secret in `ns` with `users`.
+pub async fn create_users_secret(client: &Client, ns: &str, users: &[TestUser]) {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": USERS_SECRET},
+        "stringData": {"users.yaml": users_yaml(users)},
+    }))
+    .expect("secret");
+    let _ = api.delete(USERS_SECRET, &Default::default()).await;
+    crate::component::wait_gone(&api, USERS_SECRET, std::time::Duration::from_secs(30)).await;
+    api.create(&PostParams::default(), &secret)
+        .await
+        .expect("create the users Secret");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_verifies_the_password_and_no_other() {
+        let u = TestUser::random("jane@example.com");
+        let h = u.hash();
+        assert!(h.starts_with("$2b$10$") && h.len() == 60, "{h}");
+        assert!(bcrypt::verify(&u.password, &h).expect("verify"));
+        assert!(!bcrypt::verify("12341234", &h).expect("verify"));
+    }
+}
