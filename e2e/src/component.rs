@@ -169,12 +169,7 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
         // that stopped half-way, the namespace a component keeps for itself
         // (Istio's, cert-manager's) may still hold another instance's
         // objects. Every test of such a component starts without it.
-        let own_namespace = match *component {
-            "istio" => Some("istio-system"),
-            "cert-manager" => Some("cert-manager"),
-            _ => None,
-        };
-        if let Some(own) = own_namespace {
+        for own in own_namespaces(component) {
             let namespaces: Api<Namespace> = Api::all(client.clone());
             let _ = namespaces.delete(own, &dp).await;
             crate::wait::wait_for(
@@ -252,11 +247,35 @@ pub fn component_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
 }
 
+/// The namespaces a component installs into whatever its CR's namespace
+/// (upstream's fixed ones), which the chart creates: Istio's, cert-manager's,
+/// and the login's (dex in `auth`, oauth2-proxy in `oauth2-proxy`).
+pub const OWN_NAMESPACES: &[(&str, &[&str])] = &[
+    ("istio", &["istio-system"]),
+    ("cert-manager", &["cert-manager"]),
+    ("auth", &["auth", "oauth2-proxy"]),
+];
+
+/// The namespaces `component` keeps for itself.
+pub fn own_namespaces(component: &str) -> &'static [&'static str] {
+    OWN_NAMESPACES
+        .iter()
+        .find(|(c, _)| *c == component)
+        .map(|(_, n)| *n)
+        .unwrap_or_default()
+}
+
+/// Every component's own namespaces.
+pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
+    OWN_NAMESPACES.iter().flat_map(|(_, n)| n.iter().copied())
+}
+
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 9] = [
+pub const ALL_KINDS: [&str; 10] = [
     "Kubeflow",
     "Istio",
     "CertManager",
+    "Auth",
     "Notebooks",
     "Training",
     "Trainer",
@@ -265,10 +284,11 @@ pub const ALL_KINDS: [&str; 9] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 9] = [
+pub const ALL_COMPONENTS: [&str; 10] = [
     "kubeflow",
     "istio",
     "cert-manager",
+    "auth",
     "notebooks",
     "training",
     "trainer",
@@ -356,4 +376,46 @@ pub async fn foreign_entry(
         .iter()
         .find(|e| e["manager"] == manager)
         .cloned()
+}
+
+/// Waits until the CRD `name` is Established.
+pub async fn wait_established(client: &Client, name: &str, timeout: Duration) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crate::wait_for(&format!("{name} established"), timeout, || async {
+        crds.get(name)
+            .await
+            .ok()?
+            .status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
+/// The CRDs of an upstream bundle file (what another component would have
+/// installed: the kinds a component's bundle uses), created if absent.
+pub async fn install_bundle_crds(client: &Client, file: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = kube::api::PatchParams::apply("e2e-prerequisites").force();
+    for obj in crate::parse_yaml(&crate::bundle_text(file))
+        .into_iter()
+        .filter(|o| {
+            o.types
+                .as_ref()
+                .is_some_and(|t| t.kind == "CustomResourceDefinition")
+        })
+    {
+        let name = kube::ResourceExt::name_any(&obj);
+        if crds.get_opt(&name).await.expect("get crd").is_some() {
+            continue;
+        }
+        crds.patch(&name, &params, &kube::api::Patch::Apply(&obj))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        wait_established(client, &name, Duration::from_secs(90)).await;
+    }
 }

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 9] = [
+pub const COMPONENTS: [&str; 10] = [
     "meta",
     "istio",
     "cert-manager",
+    "auth",
     "notebooks",
     "training",
     "trainer",
@@ -187,7 +188,8 @@ pub fn tool_ok(tool: &str, args: &[&str]) -> String {
 }
 
 /// Uninstalls the demo's release when an earlier run left it behind, deletes
-/// an istio-system or cert-manager namespace the chart did not make, and
+/// a component's own namespace (istio-system, cert-manager, auth,
+/// oauth2-proxy) the chart did not make, and
 /// waits until they are gone (nothing can be created in a namespace being
 /// deleted).
 pub async fn clear_leftovers(client: &kube::Client) {
@@ -197,10 +199,9 @@ pub async fn clear_leftovers(client: &kube::Client) {
     );
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());
-    // The chart creates istio-system and cert-manager; one an Istio or
-    // CertManager CR's install left (an operator releases its Namespaces on
-    // removal) would refuse the install.
-    for own in ["istio-system", "cert-manager"] {
+    // The chart creates them; one a component CR's install left (an
+    // operator releases its Namespaces on removal) would refuse the install.
+    for own in crate::component::all_own_namespaces() {
         if let Ok(Some(ns)) = namespaces.get_opt(own).await
             && ns
                 .metadata

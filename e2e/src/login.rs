@@ -10,6 +10,11 @@ use kubeflow_operator::secrets;
 /// The Secret the tests' Auth resources name (`spec.dex.usersSecret`).
 pub const USERS_SECRET: &str = "kubeflow-users";
 
+/// The Kubeflow CR's entry for Auth in tests: dex with the users of
+/// [`USERS_SECRET`] (which [`create_users_secret`] makes first).
+pub const AUTH_ENTRY: &str =
+    "auth: {managementState: Managed, spec: {dex: {usersSecret: kubeflow-users}}}";
+
 /// A person with a password.
 #[derive(Debug, Clone)]
 pub struct TestUser {

@@ -116,6 +116,26 @@ impl OperatorProcess {
         self.child.id()
     }
 
+    /// The operator's apply writes so far.
+    pub async fn writes(&self) -> f64 {
+        metric_sum(&self.metrics().await, "kubeflow_apply_writes_total", &[])
+    }
+
+    /// The write count once the operator has settled: Ready is reported by
+    /// the reconcile that applied, and the watch events of its own writes
+    /// may still bring one more pass (which finds nothing to write).
+    pub async fn settled_writes(&self) -> f64 {
+        let mut last = self.writes().await;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            let now = self.writes().await;
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+
     /// Fetches `/metrics` text.
     pub async fn metrics(&self) -> String {
         http_get(&self.metrics_addr, "/metrics")

@@ -34,25 +34,6 @@ fn cluster_issuers(client: &kube::Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ar)
 }
 
-fn writes(metrics: &str) -> f64 {
-    metric_sum(metrics, "kubeflow_apply_writes_total", &[])
-}
-
-/// The operator's write count once it has settled: Ready is reported by the
-/// reconcile that applied, and the watch events of its own writes may still
-/// bring one more pass (which finds nothing to write).
-async fn settled_writes(op: &OperatorProcess) -> f64 {
-    let mut last = writes(&op.metrics().await);
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = writes(&op.metrics().await);
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-}
-
 /// Deletes every cert-manager CRD (a foreign one an earlier run left
 /// included) and the cert-manager namespace, and waits until they are gone.
 async fn start_without_cert_manager(client: &kube::Client) {
@@ -110,9 +91,9 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
     issuers.get(ISSUER).await.expect("the issuer");
 
     // At rest: no writes.
-    let before = settled_writes(&op).await;
+    let before = op.settled_writes().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(writes(&op.metrics().await), before, "no writes at rest");
+    assert_eq!(op.writes().await, before, "no writes at rest");
 
     // Every managed kind is watched and repaired.
     let cr = cms.get("kubeflow").await.expect("cr");
@@ -224,15 +205,7 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     }
     assert_eq!(foreign.len(), 6, "{foreign:?}");
     for name in &foreign {
-        wait_for(&format!("{name} established"), TIMEOUT, || async {
-            let c = crds.get(name).await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
+        kubeflow_e2e::component::wait_established(&client, name, TIMEOUT).await;
     }
     let untouched = |crd: &CustomResourceDefinition| {
         (crd.labels().clone(), crd.metadata.resource_version.clone())
@@ -268,9 +241,9 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     );
 
     // At rest beside it: no writes.
-    let at_rest = settled_writes(&op).await;
+    let at_rest = op.settled_writes().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(writes(&op.metrics().await), at_rest, "no writes at rest");
+    assert_eq!(op.writes().await, at_rest, "no writes at rest");
 
     // mode: Install would make two cert-managers: refused, naming the other
     // one, and nothing written.
@@ -294,6 +267,7 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
             .map(str::to_string)
             .collect()
     };
+    let writes = |m: &str| metric_sum(m, "kubeflow_apply_writes_total", &[]);
     assert_eq!(
         writes(&metrics_after),
         writes(&metrics_before),

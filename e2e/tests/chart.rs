@@ -411,8 +411,10 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 8] = [
+const IMAGE_COMPONENTS: [&str; 10] = [
     "cert-manager",
+    "dex",
+    "oauth2-proxy",
     "notebooks",
     "training",
     "trainer",

@@ -1,5 +1,5 @@
 //! The demo's path, end to end: the chart installed into a namespace that
-//! enforces restricted Pod Security, the seven operators running as the chart's
+//! enforces restricted Pod Security, the operators running as the chart's
 //! ServiceAccounts, the example Kubeflow CR Ready with six components; then a
 //! component removed, the CR deleted, the chart uninstalled, and nothing of
 //! the project left but retained CRDs.
@@ -53,6 +53,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "istio.components.kubeflow.org/kubeflow",
         "certmanager.components.kubeflow.org/kubeflow",
         "notebooks.components.kubeflow.org/kubeflow",
+        "auth.components.kubeflow.org/kubeflow",
         "deviceplugins.components.kubeflow.org/kubeflow",
     ] {
         assert!(printed.contains(line), "{line} missing from:\n{printed}");
@@ -63,7 +64,42 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("8/8"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("9/9"));
+    // The demo's login: a random password printed once, which the hash in
+    // the users Secret verifies, and which reached dex's configuration.
+    let password = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("Log in as user@example.com with password "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no login printed:\n{printed}"));
+    assert_eq!(password.len(), 24, "{password}");
+    let secret_text = |ns: &str, name: &str, key: &str| {
+        let b64 = tool_ok(
+            "kubectl",
+            &[
+                "-n",
+                ns,
+                "get",
+                "secret",
+                name,
+                "-o",
+                &format!("jsonpath={{.data.{}}}", key.replace('.', "\\.")),
+            ],
+        );
+        let bytes: k8s_openapi::ByteString =
+            serde_json::from_value(json!(b64.trim())).expect("base64");
+        String::from_utf8(bytes.0).expect("text")
+    };
+    let users = secret_text(KUBEFLOW_NAMESPACE, "kubeflow-users", "users.yaml");
+    let hash = users
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("hash: "))
+        .map(|h| h.trim_matches('"').to_string())
+        .expect("a hash");
+    assert!(bcrypt::verify(password, &hash).expect("bcrypt"), "{users}");
+    assert!(!users.contains(password), "only the hash is kept");
+    let dex_config = secret_text("auth", "dex", "config.yaml");
+    assert!(dex_config.contains(&hash), "{dex_config}");
     for kind in &ALL_KINDS[1..] {
         let cr = component_api(&client, KUBEFLOW_NAMESPACE, kind)
             .get("kubeflow")
@@ -154,7 +190,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         .find(|l| l.contains(" kubeflow "))
         .unwrap_or_default();
     assert!(
-        row.contains("26.03.1") && row.contains("Ready") && row.contains("8/8"),
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("9/9"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
 
@@ -169,9 +205,9 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
-    wait_for("Kubeflow Ready with seven components", TIMEOUT, || async {
+    wait_for("Kubeflow Ready with eight components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "7/7")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "8/8")
             .then_some(())
     })
     .await;

@@ -11,10 +11,11 @@ use kubeflow_e2e::component::prepare;
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
 
 /// The kinds an example must exist for.
-const KINDS: [&str; 9] = [
+const KINDS: [&str; 10] = [
     "Kubeflow",
     "Istio",
     "CertManager",
+    "Auth",
     "Notebooks",
     "Pipelines",
     "Serving",

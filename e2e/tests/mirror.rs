@@ -61,16 +61,19 @@ fn deployment_image(namespace: &str, name: &str) -> String {
 async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     let ns = TestNamespace::new(&client, "mirror").await;
+    let user = kubeflow_e2e::login::TestUser::random("user@example.com");
+    kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
     let _operators: Vec<OperatorProcess> = COMPONENTS
         .iter()
         .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
         .collect();
     let managed = "{managementState: Managed}";
+    let auth = kubeflow_e2e::login::AUTH_ENTRY;
     apply_yaml(
         &client,
         &ns.name,
         &format!(
-            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    notebooks: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
+            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    {auth}\n    notebooks: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
         ),
     )
     .await;
@@ -210,9 +213,9 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     );
 
     delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
-    // Istio's and cert-manager's namespaces are released, not deleted, with
-    // the components: this test made them, so it removes them.
-    for own in ["istio-system", "cert-manager"] {
+    // The components' own namespaces are released, not deleted, with the
+    // components: this test made them, so it removes them.
+    for own in kubeflow_e2e::component::all_own_namespaces() {
         let _ = tool_ok_or_none(&["delete", "namespace", own, "--wait=true"]);
     }
     ns.delete().await;

@@ -167,7 +167,7 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     prom.wait_targets_up(COMPONENTS.len()).await;
     wait_for("every CR's readiness gauge at 1", TIMEOUT, || async {
         let r = prom.query("kubeflow_component_ready == 1").await.ok()?;
-        (r.len() == 9).then_some(())
+        (r.len() == 10).then_some(())
     })
     .await;
     // Scraped through the ServiceMonitor, a series keeps the namespace of
@@ -312,7 +312,7 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     // The chart keeps the namespaces it made (they hold data); this test
     // made them, so it removes them.
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    for ns in ["istio-system", "cert-manager", KUBEFLOW_NAMESPACE] {
+    for ns in kubeflow_e2e::component::all_own_namespaces().chain([KUBEFLOW_NAMESPACE]) {
         let _ = namespaces.delete(ns, &DeleteParams::default()).await;
         wait_gone(&namespaces, ns, TIMEOUT).await;
     }

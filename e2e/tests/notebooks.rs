@@ -10,68 +10,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
+use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-notebooks-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 const LAB: &str = "registry.example/team/lab:2";
-
-fn writes(metrics: &str) -> f64 {
-    metric_sum(metrics, "kubeflow_apply_writes_total", &[])
-}
-
-/// The operator's write count once it has settled (the watch events of its
-/// own writes may bring one more pass, which finds nothing to write).
-async fn settled_writes(op: &OperatorProcess) -> f64 {
-    let mut last = writes(&op.metrics().await);
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = writes(&op.metrics().await);
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-}
-
-/// The CRDs of an upstream bundle file (what Istio and cert-manager would
-/// have installed: the kinds Notebooks' bundle uses), created if absent.
-async fn install_bundle_crds(client: &kube::Client, file: &str) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply("e2e-prerequisites").force();
-    for obj in kubeflow_e2e::parse_yaml(&kubeflow_e2e::bundle_text(file))
-        .into_iter()
-        .filter(|o| {
-            o.types
-                .as_ref()
-                .is_some_and(|t| t.kind == "CustomResourceDefinition")
-        })
-    {
-        let name = obj.name_any();
-        if crds.get_opt(&name).await.expect("get crd").is_some() {
-            continue;
-        }
-        crds.patch(&name, &params, &Patch::Apply(&obj))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        wait_for(&format!("{name} established"), TIMEOUT, || async {
-            crds.get(&name)
-                .await
-                .ok()?
-                .status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
-    }
-}
 
 /// The ConfigMap of the namespace whose name starts with `prefix`.
 async fn config_map(client: &kube::Client, ns: &str, prefix: &str) -> ConfigMap {
@@ -99,8 +47,9 @@ fn env_value(d: &Deployment, name: &str) -> Option<String> {
 async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and_keep_users_notebooks()
  {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Notebooks"], &["notebooks"]).await;
-    install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
-    install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml").await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
+        .await;
     let ns = TestNamespace::new(&client, "notebooks").await;
     let op = OperatorProcess::start(OPERATOR, &[]);
     let nbs = component_api(&client, &ns.name, "Notebooks");
@@ -166,9 +115,9 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     wait_condition(&nbs, "kubeflow", "Ready", "True", TIMEOUT).await;
 
     // At rest: no writes.
-    let before = settled_writes(&op).await;
+    let before = op.settled_writes().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(writes(&op.metrics().await), before, "no writes at rest");
+    assert_eq!(op.writes().await, before, "no writes at rest");
 
     // A default image that is not offered: refused by name, nothing written.
     let spawner_before = config_map(&client, &ns.name, "jupyter-web-app-config-").await;
@@ -182,7 +131,7 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
     assert_eq!(reason, "InvalidSpec", "{message}");
     assert!(message.contains("spec.spawner.defaultImage"), "{message}");
-    assert_eq!(writes(&op.metrics().await), before, "nothing written");
+    assert_eq!(op.writes().await, before, "nothing written");
     let spawner_after = config_map(&client, &ns.name, "jupyter-web-app-config-").await;
     assert_eq!(
         spawner_after.metadata.resource_version,

@@ -20,10 +20,11 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 9] = [
+const COMPONENTS: [&str; 10] = [
     "meta",
     "istio",
     "cert-manager",
+    "auth",
     "notebooks",
     "pipelines",
     "serving",

@@ -135,9 +135,9 @@ async fn the_charts_operators_run_as_pods_on_the_real_node() {
         condition(&kf, "Ready").map(|c| c.0).as_deref(),
         Some("True")
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("8/8"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("9/9"));
 
-    // Seven pods, Running and Ready on the real node, admitted under the
+    // The operators' pods, Running and Ready on the real node, admitted under the
     // restricted Pod Security level, authenticated by their mounted token.
     let ns = tool_ok(
         "kubectl",

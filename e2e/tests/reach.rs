@@ -545,6 +545,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             "notebook-controller-role-binding",
             "notebook-controller-role",
         ),
+        ("auth", "dex", "dex"),
         (
             "istio",
             "istiod-clusterrole-istio-system",

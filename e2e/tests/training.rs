@@ -18,10 +18,6 @@ use serde_json::json;
 const OPERATOR: &str = "kubeflow-training-operator";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn writes(metrics: &str) -> f64 {
-    metric_sum(metrics, "kubeflow_apply_writes_total", &[])
-}
-
 #[tokio::test]
 async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
@@ -197,7 +193,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     );
 
     // An edit lands, and only the object it concerns is written.
-    let before = writes(&op.metrics().await);
+    let before = op.writes().await;
     kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
     kubeflow_e2e::repair::wait_replicas(
         &deployments,
@@ -208,7 +204,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     .await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
     assert_eq!(
-        writes(&op.metrics().await) - before,
+        op.writes().await - before,
         1.0,
         "one object written for one changed field"
     );
@@ -390,7 +386,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(writes(&op.metrics().await), 0.0, "a restart writes nothing");
+    assert_eq!(op.writes().await, 0.0, "a restart writes nothing");
 
     // Deletion removes everything but the kept CRDs.
     trainings

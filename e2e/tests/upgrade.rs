@@ -90,10 +90,11 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 8] = [
+const OPERATORS: [&str; 9] = [
     "meta",
     "istio",
     "cert-manager",
+    "auth",
     "notebooks",
     "training",
     "trainer",
@@ -134,7 +135,12 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         .iter()
         .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
         .collect();
-    let comps = "    istio: {managementState: Managed}\n    certManager: {managementState: Managed}\n    notebooks: {managementState: Managed}\n    training: {managementState: Managed}\n    trainer: {managementState: Managed, spec: {runtimes: [torch-distributed]}}\n    pipelines: {managementState: Managed}\n    serving: {managementState: Managed}\n    devicePlugins: {managementState: Removed}\n";
+    let user = kubeflow_e2e::login::TestUser::random("user@example.com");
+    kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
+    let comps = format!(
+        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    notebooks: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
+        kubeflow_e2e::login::AUTH_ENTRY
+    );
     apply_yaml(
         &client,
         &ns.name,
@@ -196,6 +202,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("Istio", "1.30.1"),
         ("CertManager", "v1.20.2"),
         ("Notebooks", "v1.11.0"),
+        ("Auth", "v7.15.2"),
     ] {
         let child = component_api(&client, &ns.name, kind)
             .get("kubeflow")

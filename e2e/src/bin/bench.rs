@@ -24,10 +24,11 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 9] = [
+const OPERATORS: [&str; 10] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
     "kubeflow-cert-manager-operator",
+    "kubeflow-auth-operator",
     "kubeflow-notebooks-operator",
     "kubeflow-training-operator",
     "kubeflow-trainer-operator",
@@ -35,8 +36,8 @@ const OPERATORS: [&str; 9] = [
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 9] = ALL_KINDS;
-const COMPONENTS: [&str; 9] = ALL_COMPONENTS;
+const KINDS: [&str; 10] = ALL_KINDS;
+const COMPONENTS: [&str; 10] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -92,9 +93,10 @@ async fn wait_ready(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
 /// from the bundles), summed, per trial.
 fn plan_times(trials: usize) -> Vec<f64> {
     // The versions that change in the release table (training stays v1.9.2).
-    const MOVES: [(&str, &str, &str); 6] = [
+    const MOVES: [(&str, &str, &str); 7] = [
         ("istio", "1.29.0", "1.30.1"),
         ("cert-manager", "v1.19.4", "v1.20.2"),
+        ("auth", "v7.14.3", "v7.15.2"),
         ("notebooks", "v1.10.0", "v1.11.0"),
         ("trainer", "v2.1.0", "v2.2.0"),
         ("pipelines", "2.16.0", "2.16.1"),
@@ -217,18 +219,27 @@ fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)>
         .collect()
 }
 
-/// Every component the release carries: cert-manager and Notebooks from
-/// 26.03 on (the releases before carry none, and a Managed entry would be
-/// refused).
+/// Every component the release carries: cert-manager, Auth and Notebooks
+/// from 26.03 on (the releases before carry none, and a Managed entry would
+/// be refused). Auth's users Secret is made beside it ([`with_login`]).
 fn all_components(version: &str) -> String {
     let cert_manager = if version.starts_with("26.") {
-        "    certManager: {managementState: Managed}\n    notebooks: {managementState: Managed}\n"
+        format!(
+            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    {}\n",
+            kubeflow_e2e::login::AUTH_ENTRY
+        )
     } else {
-        ""
+        String::new()
     };
     format!(
         "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"{version}\"\n  components:\n    istio: {{managementState: Managed}}\n{cert_manager}    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins:\n      managementState: Managed\n      spec: {{plugins: [{{name: nvidia, type: nvidia-gpu, version: v0.20.0}}]}}\n"
     )
+}
+
+/// The users Secret the Auth entry names, in `ns`.
+async fn with_login(client: &kube::Client, ns: &str) {
+    let user = kubeflow_e2e::login::TestUser::random("user@example.com");
+    kubeflow_e2e::login::create_users_secret(client, ns, &[user]).await;
 }
 
 async fn operator_metric_sum(
@@ -339,6 +350,7 @@ async fn main() {
     let reconcile_time = "controller_runtime_reconcile_time_seconds_sum{";
     for trial in 0..trials {
         let ns = TestNamespace::new(&client, "bench-ready").await;
+        with_login(&client, &ns.name).await;
         let api = component_api(&client, &ns.name, "Kubeflow");
         let work_before = operator_metric_sum(&ops, reconcile_time).await;
         let start = Instant::now();
@@ -380,7 +392,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 8 components".into(),
+        "Time to Ready, Kubeflow with 9 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -408,7 +420,7 @@ async fn main() {
         trials.to_string(),
     ));
     table.push((
-        "Upgrade 26.03 -> 26.03.1 to Ready, the same 8 components".into(),
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 9 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -636,6 +648,7 @@ async fn main() {
     // peak memory over its whole life so far (five installs, the repairs
     // and this upgrade).
     let ns = TestNamespace::new(&client, "bench-upgrade").await;
+    with_login(&client, &ns.name).await;
     let kf = component_api(&client, &ns.name, "Kubeflow");
     apply_yaml(&client, &ns.name, &all_components("1.11.0")).await;
     wait_ready(&kf, "kubeflow", LONG).await;
