@@ -384,6 +384,74 @@ mod tests {
         }
     }
 
+    /// Every secret value upstream's bundles publish: the demo user's hash
+    /// (`stringData`) and the demo client and cookie secrets (`data`).
+    fn published_secrets(objects: &[DynamicObject]) -> Vec<String> {
+        let mut out = dex::published_hashes(objects);
+        for o in objects.iter().filter(|o| kind(o) == "Secret") {
+            for (key, v) in o.data["data"].as_object().into_iter().flatten() {
+                if key.contains("SECRET") || key.contains("secret") {
+                    let b: kubeflow_operator::k8s_openapi::ByteString =
+                        serde_json::from_value(v.clone()).expect("base64");
+                    out.push(String::from_utf8(b.0).expect("text"));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn no_render_of_any_version_holds_a_secret_upstream_publishes() {
+        let dir = manifests_dir();
+        let mut published = Vec::new();
+        for folder in [PROXY_FOLDER, DEX_FOLDER] {
+            for v in kubeflow_operator::bundle::available_versions(&dir.join(folder)) {
+                let objects = kubeflow_operator::bundle::load(&dir, folder, &v)
+                    .expect("bundle")
+                    .objects();
+                published.extend(published_secrets(&objects));
+            }
+        }
+        // The demo user's hash, the demo client secret, the demo cookie secret.
+        published.sort();
+        published.dedup();
+        assert_eq!(published.len(), 3, "{}", published.len());
+        for version in kubeflow_operator::bundle::available_versions(&dir.join(PROXY_FOLDER)) {
+            for spec in [
+                json!({"version": version, "dex": {"usersSecret": "users"}}),
+                json!({"version": version}),
+            ] {
+                for inputs in [inputs(), Inputs::default()] {
+                    let r = render_spec(&AuthComponent, spec.clone(), &inputs).expect("render");
+                    let text = serde_json::to_string(&r.objects).expect("json");
+                    let decoded: String = r
+                        .objects
+                        .iter()
+                        .filter(|o| kind(o) == "Secret")
+                        .flat_map(|o| {
+                            o.data["data"]
+                                .as_object()
+                                .into_iter()
+                                .flatten()
+                                .map(|(k, _)| decoded(o, k))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect();
+                    for secret in &published {
+                        assert!(
+                            !text.contains(secret.as_str()),
+                            "{version}: a published secret"
+                        );
+                        assert!(
+                            !decoded.contains(secret.as_str()),
+                            "{version}: a published secret"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn upstreams_demo_user_hash_is_refused() {
         let dex_objects = kubeflow_operator::bundle::load(&manifests_dir(), DEX_FOLDER, "v2.45.1")
