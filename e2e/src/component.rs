@@ -256,6 +256,14 @@ pub const OWN_NAMESPACES: &[(&str, &[&str])] = &[
     ("auth", &["auth", "oauth2-proxy"]),
 ];
 
+/// The chart's default `allowedNamespaces`, which it creates: Kubeflow's
+/// and every component's own.
+pub fn chart_namespaces() -> Vec<&'static str> {
+    std::iter::once("kubeflow")
+        .chain(all_own_namespaces())
+        .collect()
+}
+
 /// The namespaces `component` keeps for itself.
 pub fn own_namespaces(component: &str) -> &'static [&'static str] {
     OWN_NAMESPACES
@@ -271,11 +279,12 @@ pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 10] = [
+pub const ALL_KINDS: [&str; 11] = [
     "Kubeflow",
     "Istio",
     "CertManager",
     "Auth",
+    "Dashboard",
     "Notebooks",
     "Training",
     "Trainer",
@@ -284,11 +293,12 @@ pub const ALL_KINDS: [&str; 10] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 10] = [
+pub const ALL_COMPONENTS: [&str; 11] = [
     "kubeflow",
     "istio",
     "cert-manager",
     "auth",
+    "dashboard",
     "notebooks",
     "training",
     "trainer",

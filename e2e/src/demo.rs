@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 10] = [
+pub const COMPONENTS: [&str; 11] = [
     "meta",
     "istio",
     "cert-manager",
     "auth",
+    "dashboard",
     "notebooks",
     "training",
     "trainer",

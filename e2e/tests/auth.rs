@@ -174,6 +174,21 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
             .resource_version()
     };
     let dex_before = dex_secret_version(client.clone()).await;
+    let digest = |client: kube::Client| async move {
+        Api::<Deployment>::namespaced(client, "auth")
+            .get("dex")
+            .await
+            .expect("dex")
+            .spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .and_then(|a| a.get("components.kubeflow.org/config-digest").cloned())
+    };
+    let digest_before = digest(client.clone()).await;
+    assert!(
+        digest_before.is_some(),
+        "dex's pod template carries its configuration's digest"
+    );
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
     secrets
         .patch(
@@ -207,6 +222,8 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
     })
     .await;
     assert_eq!(op.writes().await, before, "nothing written");
+    // A new hash (a new salt) for Jane: dex's configuration changes, and dex
+    // rolls to read it.
     create_users_secret(&client, &ns.name, std::slice::from_ref(&jane)).await;
     merge(
         &auths,
@@ -215,6 +232,12 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
     )
     .await;
     wait_condition(&auths, "kubeflow", "Ready", "True", TIMEOUT).await;
+    wait_for(
+        "dex to roll onto its new configuration",
+        TIMEOUT,
+        || async { (digest(client.clone()).await != digest_before).then_some(()) },
+    )
+    .await;
 
     // Nothing secret in the operator's log or the Events it wrote.
     let log = op.log_text();

@@ -22,10 +22,10 @@ fn bundle_dirs() -> Vec<(String, String)> {
         }
     }
     // Training has one version, Trainer two, pipelines, serving and istio
-    // four each (26.03.1's included), cert-manager, dex, oauth2-proxy,
-    // Notebooks and the device plugins two each. Fewer means the data is
-    // missing, and every test over it would pass on nothing.
-    assert_eq!(out.len(), 27, "{out:?}");
+    // four each (26.03.1's included), cert-manager, dex, oauth2-proxy, the
+    // dashboard, Notebooks and the device plugins two each. Fewer means the
+    // data is missing, and every test over it would pass on nothing.
+    assert_eq!(out.len(), 29, "{out:?}");
     out
 }
 

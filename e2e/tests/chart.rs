@@ -48,17 +48,16 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
         let expected: Vec<String> = if c == "meta" {
             vec![]
         } else {
-            vec![
-                "kubeflow".into(),
-                "istio-system".into(),
-                "cert-manager".into(),
-            ]
+            kubeflow_e2e::component::chart_namespaces()
+                .iter()
+                .map(|n| n.to_string())
+                .collect()
         };
         assert_eq!(roles, expected, "{name}'s Roles");
     }
     assert_eq!(
         kinds(&all, "Namespace"),
-        ["kubeflow", "istio-system", "cert-manager"]
+        kubeflow_e2e::component::chart_namespaces()
     );
     // A mirror for the operators' own images.
     let mirrored = template(&["--set", "image.registry=registry.local:5000"]).expect("renders");
@@ -202,6 +201,9 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
                         r,
                         "clusterservingruntimes"
                             | "clusterissuers"
+                            // Kubeflow's Profiles (the Dashboard's declared
+                            // ones, held to its label by admission).
+                            | "profiles"
                             | "clusterstoragecontainers"
                             | "clustertrainingruntimes"
                     )
@@ -277,7 +279,7 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
         }
         assert_eq!(
             pins.data["spec"]["variables"][0],
-            serde_json::json!({"name": "allowedNamespaces", "expression": "['kubeflow', 'istio-system', 'cert-manager']"}),
+            serde_json::json!({"name": "allowedNamespaces", "expression": format!("[{}]", kubeflow_e2e::component::chart_namespaces().iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))}),
             "{c}"
         );
     }
@@ -411,10 +413,12 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 10] = [
+const IMAGE_COMPONENTS: [&str; 12] = [
     "cert-manager",
     "dex",
     "oauth2-proxy",
+    "dashboard",
+    "platform",
     "notebooks",
     "training",
     "trainer",

@@ -54,6 +54,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "certmanager.components.kubeflow.org/kubeflow",
         "notebooks.components.kubeflow.org/kubeflow",
         "auth.components.kubeflow.org/kubeflow",
+        "dashboard.components.kubeflow.org/kubeflow",
         "deviceplugins.components.kubeflow.org/kubeflow",
     ] {
         assert!(printed.contains(line), "{line} missing from:\n{printed}");
@@ -64,7 +65,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("9/9"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("10/10"));
     // The demo's login: a random password printed once, which the hash in
     // the users Secret verifies, and which reached dex's configuration.
     let password = printed
@@ -190,7 +191,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         .find(|l| l.contains(" kubeflow "))
         .unwrap_or_default();
     assert!(
-        row.contains("26.03.1") && row.contains("Ready") && row.contains("9/9"),
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("10/10"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
 
@@ -205,9 +206,9 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
-    wait_for("Kubeflow Ready with eight components", TIMEOUT, || async {
+    wait_for("Kubeflow Ready with nine components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "8/8")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "9/9")
             .then_some(())
     })
     .await;
@@ -254,14 +255,17 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         objects_labelled(&format!(
             "app.kubernetes.io/instance={RELEASE},app.kubernetes.io/managed-by=Helm"
         )),
-        vec![
-            "namespace/cert-manager".to_string(),
-            "namespace/istio-system".to_string(),
-            format!("namespace/{KUBEFLOW_NAMESPACE}")
-        ]
+        {
+            let mut made: Vec<String> = kubeflow_e2e::component::chart_namespaces()
+                .iter()
+                .map(|n| format!("namespace/{n}"))
+                .collect();
+            made.sort();
+            made
+        }
     );
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in ["istio-system", "cert-manager", KUBEFLOW_NAMESPACE] {
+    for ns in kubeflow_e2e::component::chart_namespaces() {
         let _ = namespaces.delete(ns, &Default::default()).await;
         wait_gone(&namespaces, ns, TIMEOUT).await;
     }

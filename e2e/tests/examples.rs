@@ -11,11 +11,12 @@ use kubeflow_e2e::component::prepare;
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
 
 /// The kinds an example must exist for.
-const KINDS: [&str; 10] = [
+const KINDS: [&str; 11] = [
     "Kubeflow",
     "Istio",
     "CertManager",
     "Auth",
+    "Dashboard",
     "Notebooks",
     "Pipelines",
     "Serving",

@@ -115,6 +115,7 @@ where
             objects,
             version: "v1",
             retain: &retain_crds,
+            release_on_prune: None,
             delete_crds: false,
         })
         .await

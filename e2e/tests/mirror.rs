@@ -73,7 +73,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
         &client,
         &ns.name,
         &format!(
-            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    {auth}\n    notebooks: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
+            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    {auth}\n    dashboard: {managed}\n    notebooks: {managed}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
         ),
     )
     .await;
@@ -82,7 +82,10 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
 
     // What the project created, anywhere, and every pod in its namespaces.
     let mut scanned = objects(&["-A", "-l", "components.kubeflow.org/component"]);
-    for namespace in [ns.name.as_str(), "istio-system", "cert-manager"] {
+    let namespaces: Vec<String> = std::iter::once(ns.name.clone())
+        .chain(kubeflow_e2e::component::all_own_namespaces().map(String::from))
+        .collect();
+    for namespace in namespaces.iter().map(String::as_str) {
         scanned.extend(
             objects(&["-n", namespace])
                 .into_iter()

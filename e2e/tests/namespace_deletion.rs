@@ -75,7 +75,7 @@ async fn deleting_the_kubeflow_namespace_finishes_and_leaves_only_kept_crds() {
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    for own in ["istio-system", "cert-manager"] {
+    for own in kubeflow_e2e::component::all_own_namespaces() {
         let _ = namespaces.delete(own, &Default::default()).await;
         wait_gone(&namespaces, own, TIMEOUT).await;
     }

@@ -20,11 +20,12 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 10] = [
+const COMPONENTS: [&str; 11] = [
     "meta",
     "istio",
     "cert-manager",
     "auth",
+    "dashboard",
     "notebooks",
     "pipelines",
     "serving",
@@ -115,7 +116,7 @@ fn each_operator_gets_the_rules_the_chart_grants_it() {
         // Rules on objects named after a namespace, once per allowed one
         // (the chart's defaults, which the bundle is rendered with).
         for r in list(&rules["clusterPerNamespace"]) {
-            for ns in ["kubeflow", "istio-system", "cert-manager"] {
+            for ns in kubeflow_e2e::component::chart_namespaces() {
                 let mut r = r.clone();
                 if let Some(names) = r["resourceNames"].as_array_mut() {
                     for n in names {

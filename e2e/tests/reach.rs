@@ -546,6 +546,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             "notebook-controller-role",
         ),
         ("auth", "dex", "dex"),
+        ("dashboard", "profiles-cluster-rolebinding", "cluster-admin"),
         (
             "istio",
             "istiod-clusterrole-istio-system",
@@ -934,7 +935,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    for ns in ["team-a", "istio-system", "cert-manager", KUBEFLOW_NAMESPACE] {
+    for ns in std::iter::once("team-a").chain(kubeflow_e2e::component::chart_namespaces()) {
         let _ = namespaces.delete(ns, &Default::default()).await;
         kubeflow_e2e::component::wait_gone(&namespaces, ns, TIMEOUT).await;
     }

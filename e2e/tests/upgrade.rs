@@ -90,11 +90,12 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 9] = [
+const OPERATORS: [&str; 10] = [
     "meta",
     "istio",
     "cert-manager",
     "auth",
+    "dashboard",
     "notebooks",
     "training",
     "trainer",
@@ -138,7 +139,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     let user = kubeflow_e2e::login::TestUser::random("user@example.com");
     kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
     let comps = format!(
-        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    notebooks: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
+        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
         kubeflow_e2e::login::AUTH_ENTRY
     );
     apply_yaml(
@@ -203,6 +204,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("CertManager", "v1.20.2"),
         ("Notebooks", "v1.11.0"),
         ("Auth", "v7.15.2"),
+        ("Dashboard", "v2.0.0"),
     ] {
         let child = component_api(&client, &ns.name, kind)
             .get("kubeflow")

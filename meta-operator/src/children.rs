@@ -82,6 +82,7 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
                 }
                 ComponentKind::CertManager => stated(c.cert_manager.as_ref(), kf, v, platform),
                 ComponentKind::Auth => stated(c.auth.as_ref(), kf, v, platform),
+                ComponentKind::Dashboard => stated(c.dashboard.as_ref(), kf, v, platform),
                 ComponentKind::Training => stated(c.training.as_ref(), kf, v, platform),
                 ComponentKind::Trainer => stated(c.trainer.as_ref(), kf, v, platform),
                 ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref(), kf, v, platform),

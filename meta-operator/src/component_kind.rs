@@ -1,11 +1,12 @@
-//! The nine component kinds the `Kubeflow` CR stands for: their names, the
+//! The ten component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
 use kubeflow_api::{
-    Auth, CertManager, DevicePlugins, Istio, Notebooks, Pipelines, Serving, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Notebooks, Pipelines, Serving, Trainer,
+    Training,
 };
 
 /// A component of Kubeflow, each with its own CR kind and operator.
@@ -17,6 +18,8 @@ pub enum ComponentKind {
     CertManager,
     /// The login: oauth2-proxy with dex or an external OIDC provider.
     Auth,
+    /// The central dashboard, profiles with KFAM, PodDefaults, the Kubeflow roles.
+    Dashboard,
     /// Training operator v1.
     Training,
     /// Trainer v2.
@@ -34,10 +37,11 @@ pub enum ComponentKind {
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 9] = [
+    pub const ORDER: [ComponentKind; 10] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
         ComponentKind::Auth,
+        ComponentKind::Dashboard,
         ComponentKind::Training,
         ComponentKind::Trainer,
         ComponentKind::DevicePlugins,
@@ -52,6 +56,7 @@ impl ComponentKind {
             ComponentKind::Istio => "istio",
             ComponentKind::CertManager => "cert-manager",
             ComponentKind::Auth => "auth",
+            ComponentKind::Dashboard => "dashboard",
             ComponentKind::Training => "training",
             ComponentKind::Trainer => "trainer",
             ComponentKind::DevicePlugins => "device-plugins",
@@ -71,12 +76,20 @@ impl ComponentKind {
             // mesh config must name it; cert-manager's webhook certificates
             // come before any web app.
             ComponentKind::Auth => &[ComponentKind::Istio, ComponentKind::CertManager],
-            // Its web apps' routes and login, and its PVC viewer's webhook
-            // certificate.
+            // Behind the login, with its PodDefaults webhook's certificate
+            // from cert-manager.
+            ComponentKind::Dashboard => &[
+                ComponentKind::Istio,
+                ComponentKind::CertManager,
+                ComponentKind::Auth,
+            ],
+            // Its web apps' routes, login and menu, and its PVC viewer's
+            // webhook certificate.
             ComponentKind::Notebooks => &[
                 ComponentKind::Istio,
                 ComponentKind::CertManager,
                 ComponentKind::Auth,
+                ComponentKind::Dashboard,
             ],
             _ => &[],
         }
@@ -108,6 +121,7 @@ impl ComponentKind {
             ComponentKind::Istio => ApiResource::erase::<Istio>(&()),
             ComponentKind::CertManager => ApiResource::erase::<CertManager>(&()),
             ComponentKind::Auth => ApiResource::erase::<Auth>(&()),
+            ComponentKind::Dashboard => ApiResource::erase::<Dashboard>(&()),
             ComponentKind::Training => ApiResource::erase::<Training>(&()),
             ComponentKind::Trainer => ApiResource::erase::<Trainer>(&()),
             ComponentKind::DevicePlugins => ApiResource::erase::<DevicePlugins>(&()),
@@ -140,11 +154,12 @@ mod tests {
                 );
             }
         }
-        assert_eq!(ComponentKind::Istio.removal_wave(), 2);
-        assert_eq!(ComponentKind::CertManager.removal_wave(), 2);
-        assert_eq!(ComponentKind::Auth.removal_wave(), 1);
+        assert_eq!(ComponentKind::Istio.removal_wave(), 3);
+        assert_eq!(ComponentKind::CertManager.removal_wave(), 3);
+        assert_eq!(ComponentKind::Auth.removal_wave(), 2);
+        assert_eq!(ComponentKind::Dashboard.removal_wave(), 1);
         assert_eq!(ComponentKind::Serving.removal_wave(), 0);
-        assert_eq!(ComponentKind::last_wave(), 2);
+        assert_eq!(ComponentKind::last_wave(), 3);
     }
 
     #[test]
@@ -153,7 +168,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 9);
+        assert_eq!(plurals.len(), 10);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

@@ -11,8 +11,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    Auth, CertManager, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Notebooks, Pipelines,
-    Serving, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Notebooks,
+    Pipelines, Serving, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
@@ -89,6 +89,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<Auth>::all(c.clone()),
             cfg(),
             "auths".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Dashboard>::all(c.clone()),
+            cfg(),
+            "dashboards".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Notebooks>::all(c.clone()),
@@ -287,6 +292,7 @@ async fn apply_children(
                 .collect(),
             version: &kf.spec.version,
             retain: &never,
+            release_on_prune: None,
             delete_crds: false,
         })
         .await?;

@@ -37,6 +37,10 @@ pub struct Release {
     /// with the oauth2-proxy version itself, so an external OIDC provider
     /// needs no dex version).
     pub dex: Option<&'static str>,
+    /// The central dashboard's version (its Kubeflow roles come from the
+    /// release's platform glue); releases before 26.03 carry none the
+    /// operators install.
+    pub dashboard: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -54,6 +58,7 @@ pub const RELEASES: &[Release] = &[
         notebooks: None,
         auth: None,
         dex: None,
+        dashboard: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -67,6 +72,7 @@ pub const RELEASES: &[Release] = &[
         notebooks: None,
         auth: None,
         dex: None,
+        dashboard: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -81,6 +87,7 @@ pub const RELEASES: &[Release] = &[
         notebooks: Some("v1.10.0"),
         auth: Some("v7.14.3"),
         dex: Some("v2.45.0"),
+        dashboard: Some("v1.10.0"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -94,6 +101,7 @@ pub const RELEASES: &[Release] = &[
         notebooks: Some("v1.11.0"),
         auth: Some("v7.15.2"),
         dex: Some("v2.45.1"),
+        dashboard: Some("v2.0.0"),
     },
 ];
 
@@ -110,6 +118,7 @@ impl Release {
             ComponentKind::CertManager => self.cert_manager,
             ComponentKind::Notebooks => self.notebooks,
             ComponentKind::Auth => self.auth,
+            ComponentKind::Dashboard => self.dashboard,
             ComponentKind::DevicePlugins => None,
         }
     }
@@ -126,6 +135,8 @@ impl Release {
             ComponentKind::Auth => std::iter::once(("oauth2-proxy", v))
                 .chain(self.dex.map(|d| ("dex", d)))
                 .collect(),
+            // The Kubeflow roles come from the release's platform glue.
+            ComponentKind::Dashboard => vec![("dashboard", v), ("platform", self.kubeflow)],
             _ => vec![(kind.name(), v)],
         }
     }
@@ -307,6 +318,8 @@ pub fn images(
     let mut bundles: Vec<(String, String)> = ComponentKind::ORDER
         .iter()
         .flat_map(|c| release.bundles(*c))
+        // Only the platform glue's roles are applied: none of its images run.
+        .filter(|(folder, _)| *folder != "platform")
         .map(|(folder, v)| (folder.to_string(), v.to_string()))
         .collect();
     for plugin in ["device-plugins/nvidia-gpu", "device-plugins/intel-gpu"] {
@@ -368,7 +381,8 @@ mod tests {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
             let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (cert_manager, dex, auth, notebooks) = (given(6), given(7), given(8), given(10));
+            let (cert_manager, dex, auth, dashboard, notebooks) =
+                (given(6), given(7), given(8), given(9), given(10));
             assert_eq!(
                 (
                     r.training,
@@ -379,6 +393,7 @@ mod tests {
                     r.cert_manager,
                     r.dex,
                     r.auth,
+                    r.dashboard,
                     r.notebooks
                 ),
                 (
@@ -390,6 +405,7 @@ mod tests {
                     cert_manager,
                     dex,
                     auth,
+                    dashboard,
                     notebooks
                 ),
                 "{}",

@@ -376,6 +376,30 @@ mod tests {
                 "{version}: the bundle's Secret is named nowhere"
             );
             let dex = find(&r, "Deployment", "dex").expect("dex");
+            let digest = |d: &DynamicObject| {
+                d.data["spec"]["template"]["metadata"]["annotations"]
+                    [kubeflow_operator::transform::CONFIG_DIGEST]
+                    .as_str()
+                    .map(str::to_string)
+            };
+            let mut other = inputs();
+            other.users[0].email = "joe@example.com".into();
+            let changed = render_spec(
+                &AuthComponent,
+                json!({"version": version, "dex": {"usersSecret": "users"}}),
+                &other,
+            )
+            .expect("render");
+            let (dex2, proxy2) = (
+                find(&changed, "Deployment", "dex").expect("dex"),
+                find(&changed, "Deployment", "oauth2-proxy").expect("proxy"),
+            );
+            let proxy1 = find(&r, "Deployment", "oauth2-proxy").expect("proxy");
+            assert!(
+                digest(dex).is_some() && digest(dex) != digest(dex2),
+                "a new user rolls dex"
+            );
+            assert_eq!(digest(proxy1), digest(proxy2), "and not oauth2-proxy");
             assert!(!dex.data.to_string().contains("dex-passwords"));
             assert_eq!(
                 dex.data["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],

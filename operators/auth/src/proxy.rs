@@ -53,6 +53,7 @@ pub fn configure(
     gateway_namespace: &str,
 ) -> Result<(), Refusal> {
     let mut old_secret = None;
+    let mut config_map = None;
     for o in objects.iter_mut() {
         match kind(o) {
             "Secret" if o.metadata.namespace.as_deref() == Some(NAMESPACE) => {
@@ -64,6 +65,7 @@ pub fn configure(
                 ]);
             }
             "ConfigMap" if o.data["data"].get("oauth2_proxy.cfg").is_some() => {
+                config_map.clone_from(&o.metadata.name);
                 let text = o.data["data"]["oauth2_proxy.cfg"].as_str().unwrap_or("");
                 o.data["data"]["oauth2_proxy.cfg"] = json!(config(text, login));
             }
@@ -101,6 +103,14 @@ pub fn configure(
     for d in objects.iter_mut().filter(|o| kind(o) == "Deployment") {
         rename_secret_refs(&mut d.data, &old);
     }
+    // oauth2-proxy reads its file, and its secrets as environment values,
+    // when it starts.
+    let config_map = config_map.unwrap_or_default();
+    kubeflow_operator::transform::roll_on_change(
+        objects,
+        "oauth2-proxy",
+        &[("Secret", SECRET), ("ConfigMap", config_map.as_str())],
+    );
     Ok(())
 }
 

@@ -77,7 +77,7 @@ impl Component for NotebooksComponent {
         // Before the common settings: the images the form offers move with
         // the mirror like the rest.
         if let Some(s) = &spec.spawner {
-            for cm in config_maps(&mut objects, SPAWNER_CONFIG) {
+            for cm in transform::config_maps(&mut objects, SPAWNER_CONFIG) {
                 let text = cm.data["data"][SPAWNER_FILE].as_str().unwrap_or_default();
                 cm.data["data"][SPAWNER_FILE] = Value::String(spawner::merged(text, s)?);
             }
@@ -90,20 +90,6 @@ impl Component for NotebooksComponent {
         render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
         Ok(Rendered { objects, version })
     }
-}
-
-/// The ConfigMaps whose name starts with `prefix` (kustomize appends a hash).
-fn config_maps<'a>(
-    objects: &'a mut [DynamicObject],
-    prefix: &'a str,
-) -> impl Iterator<Item = &'a mut DynamicObject> {
-    objects.iter_mut().filter(move |o| {
-        kind(o) == "ConfigMap"
-            && o.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with(prefix))
-    })
 }
 
 /// The culling settings, in the controller's ConfigMap and as plain values
@@ -123,7 +109,7 @@ fn cull(objects: &mut [DynamicObject], culling: &Culling) {
     .into_iter()
     .filter_map(|(k, v)| Some((k, v?)))
     .collect();
-    for cm in config_maps(objects, CONTROLLER_CONFIG) {
+    for cm in transform::config_maps(objects, CONTROLLER_CONFIG) {
         for (k, v) in &settings {
             cm.data["data"][*k] = Value::String(v.clone());
         }

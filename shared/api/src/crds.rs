@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::{
-    Auth, CertManager, DevicePlugins, Istio, Kubeflow, Notebooks, Pipelines, Serving, Trainer,
-    Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Kubeflow, Notebooks, Pipelines, Serving,
+    Trainer, Training,
 };
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
@@ -57,6 +57,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(Auth::crd(), "Auth"),
         ),
         (
+            "components.kubeflow.org_dashboards.yaml",
+            component(Dashboard::crd(), "Dashboard"),
+        ),
+        (
             "components.kubeflow.org_notebooks.yaml",
             component(Notebooks::crd(), "Notebooks"),
         ),
@@ -104,6 +108,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "Auth",
         "oauth2-proxy version to deploy, e.g. \"v7.15.2\"; the meta-operator sets it from its release table. dex's is spec.dex.version.",
         "Image overrides by container name, e.g. {\"oauth2-proxy\": \"registry.example/oauth2-proxy/oauth2-proxy:v7.15.2\", \"dex\": \"registry.example/dexidp/dex:v2.45.1\"}.",
+    ),
+    (
+        "Dashboard",
+        "Central dashboard version to deploy, e.g. \"v2.0.0\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"dashboard\": \"registry.example/kubeflow/dashboard/dashboard:v2.0.0\"}; v1.10.0 names its containers centraldashboard, admission-webhook, kfam and manager.",
     ),
     (
         "Notebooks",

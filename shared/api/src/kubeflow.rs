@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
-    auth::AuthSpec, cert_manager::CertManagerSpec, device_plugins::DevicePluginsSpec,
-    istio::IstioSpec, notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec,
-    trainer::TrainerSpec, training::TrainingSpec,
+    auth::AuthSpec, cert_manager::CertManagerSpec, dashboard::DashboardSpec,
+    device_plugins::DevicePluginsSpec, istio::IstioSpec, notebooks::NotebooksSpec,
+    pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -52,6 +52,12 @@ pub struct KubeflowComponents {
     /// `oauth2-proxy` extension provider and the `kubeflow-gateway`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ComponentEntry<AuthSpec>>,
+    /// The central dashboard, profiles (Kubeflow's tenancy) with KFAM, the
+    /// PodDefaults webhook and the aggregated Kubeflow roles, and the
+    /// profiles you declare (waits for Istio, cert-manager and Auth when
+    /// they are Managed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard: Option<ComponentEntry<DashboardSpec>>,
     /// Kubeflow Notebooks (waits for Istio and cert-manager when they are
     /// Managed: its web apps route through Istio, its PVC viewer's webhook
     /// certificate comes from cert-manager).
@@ -83,7 +89,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Pipelines, Serving, Training, Trainer, Notebooks, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

@@ -18,6 +18,7 @@ pub use components::{
     cert_manager::{
         CertManager, CertManagerMode, CertManagerSpec, CertManagerStatus, FoundCertManager,
     },
+    dashboard::{Dashboard, DashboardSpec, DashboardStatus, DeclaredProfile, RemovedProfiles},
     device_plugins::{
         DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginStatus,
         PluginType,

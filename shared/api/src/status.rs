@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
 use crate::components::{
-    auth, cert_manager, device_plugins, istio, notebooks, pipelines, serving, trainer, training,
+    auth, cert_manager, dashboard, device_plugins, istio, notebooks, pipelines, serving, trainer,
+    training,
 };
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
@@ -100,6 +101,7 @@ extended_status!(trainer::TrainerStatus);
 extended_status!(device_plugins::DevicePluginsStatus);
 extended_status!(cert_manager::CertManagerStatus);
 extended_status!(auth::AuthStatus);
+extended_status!(dashboard::DashboardStatus);
 
 impl AsRef<ComponentStatus> for ComponentStatus {
     fn as_ref(&self) -> &ComponentStatus {
@@ -133,6 +135,7 @@ reported!(istio::Istio, ComponentStatus);
 reported!(notebooks::Notebooks, ComponentStatus);
 reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
 reported!(auth::Auth, auth::AuthStatus);
+reported!(dashboard::Dashboard, dashboard::DashboardStatus);
 reported!(
     device_plugins::DevicePlugins,
     device_plugins::DevicePluginsStatus

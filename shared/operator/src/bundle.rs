@@ -95,6 +95,7 @@ pub const FOLDERS: &[&str] = &[
     "cert-manager",
     "dex",
     "oauth2-proxy",
+    "dashboard",
     "notebooks",
     "device-plugins/nvidia-gpu",
     "device-plugins/intel-gpu",

@@ -368,6 +368,55 @@ pub fn set_config(objects: &mut [DynamicObject], configmap: &str, entries: &[(&s
     }
 }
 
+/// The pod-template annotation that carries a digest of what a workload
+/// reads only when it starts.
+pub const CONFIG_DIGEST: &str = "components.kubeflow.org/config-digest";
+
+/// Rolls `workload` whenever the content of `inputs` (objects it reads only
+/// at start: a configuration file, secrets it takes as environment values)
+/// changes: their content's digest is an annotation of its pod template.
+/// The digest is of content the rendered objects hold anyway, and a SHA-256
+/// of it gives away nothing of a secret in it.
+pub fn roll_on_change(objects: &mut [DynamicObject], workload: &str, inputs: &[(&str, &str)]) {
+    let mut text = String::new();
+    for (kind_of, name) in inputs {
+        for o in objects
+            .iter()
+            .filter(|o| kind(o) == *kind_of && o.metadata.name.as_deref() == Some(*name))
+        {
+            text.push_str(&o.data["data"].to_string());
+            text.push('\n');
+        }
+    }
+    let digest = crate::secrets::sha256_hex(text.as_bytes());
+    for w in objects.iter_mut().filter(|o| {
+        matches!(kind(o), "Deployment" | "StatefulSet" | "DaemonSet")
+            && o.metadata.name.as_deref() == Some(workload)
+    }) {
+        let meta = &mut w.data["spec"]["template"]["metadata"];
+        if !meta.is_object() {
+            *meta = json!({});
+        }
+        meta["annotations"][CONFIG_DIGEST] = Value::String(digest[..16].to_string());
+    }
+}
+
+/// The ConfigMaps whose name starts with `prefix` (kustomize appends a
+/// hash of the content to a generated ConfigMap's name, which changes with
+/// every release).
+pub fn config_maps<'a>(
+    objects: &'a mut [DynamicObject],
+    prefix: &'a str,
+) -> impl Iterator<Item = &'a mut DynamicObject> {
+    objects.iter_mut().filter(move |o| {
+        kind(o) == "ConfigMap"
+            && o.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+    })
+}
+
 /// Merges `overrides` into `base`: maps key by key, anything else replaced.
 pub fn merge(base: &mut Value, overrides: &Value) {
     match (base, overrides) {

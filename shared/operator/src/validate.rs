@@ -62,9 +62,49 @@ pub fn is_dns_subdomain(name: &str) -> bool {
         && !name.contains("..")
 }
 
+/// Whether `name` is a DNS label, the form of a namespace's name: a DNS
+/// subdomain without dots, at most 63 characters.
+pub fn is_dns_label(name: &str) -> bool {
+    name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
+}
+
+/// `local@domain.tld` without spaces or control characters: what an identity
+/// provider reports as a person's email, and the web apps as a user.
+pub fn is_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && s.len() <= 254
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !domain.contains('@')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn emails_and_labels() {
+        assert!(is_email("jane.doe+kf@example.co.uk"));
+        for bad in [
+            "",
+            "@example.com",
+            "jane@",
+            "jane@example",
+            "jane doe@example.com",
+            "a@b@c.com",
+        ] {
+            assert!(!is_email(bad), "{bad}");
+        }
+        assert!(is_dns_label("team-a"));
+        for bad in ["Team", "team.a", "-a", &"a".repeat(64)] {
+            assert!(!is_dns_label(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn object_names() {

@@ -1,4 +1,4 @@
-//! The nine component kinds, and what the generic operator machinery needs to know of each.
+//! The ten component kinds, and what the generic operator machinery needs to know of each.
 
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
@@ -61,6 +61,7 @@ macro_rules! component_crd {
 
 pub mod auth;
 pub mod cert_manager;
+pub mod dashboard;
 pub mod device_plugins;
 pub mod istio;
 pub mod notebooks;
@@ -133,6 +134,7 @@ component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
 component!(istio::Istio, istio::IstioSpec, "istio");
 component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
 component!(auth::Auth, auth::AuthSpec, "auth");
+component!(dashboard::Dashboard, dashboard::DashboardSpec, "dashboard");
 component!(
     cert_manager::CertManager,
     cert_manager::CertManagerSpec,

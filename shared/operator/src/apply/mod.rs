@@ -100,10 +100,17 @@ pub struct ApplyRequest<'a> {
     /// Objects never pruned nor owned (garbage collection would take owned
     /// ones): retained CRDs, retained volumes.
     pub retain: &'a (dyn Fn(&DynamicObject) -> bool + Send + Sync),
+    /// Objects a prune releases instead of deleting (they stay, nobody's,
+    /// listed as released), with what the release says: a declared profile
+    /// taken off its list keeps its namespace and the users' data in it.
+    pub release_on_prune: Option<&'a ReleaseOnPrune<'a>>,
     /// Whether a CRD no longer rendered may be deleted (the component's
     /// `crdPolicy: Delete`); even then, never while custom resources of it exist.
     pub delete_crds: bool,
 }
+
+/// What a prune releases instead of deleting, with the release's message.
+pub type ReleaseOnPrune<'a> = dyn Fn(&DynamicObject) -> Option<String> + Send + Sync + 'a;
 
 /// The engine: a client, an operator's field manager and a discovery cache.
 #[derive(Clone)]

@@ -71,6 +71,9 @@ impl Engine {
         member: &Member,
     ) -> Result<Option<String>, ApplyError> {
         let version = req.version;
+        if let Some(message) = req.release_on_prune.and_then(|r| r(&member.object)) {
+            return Ok(Some(message));
+        }
         Ok(match kind(&member.object) {
             "PersistentVolumeClaim" => Some(format!(
                 "version {version} no longer uses this volume; it was kept with its data and released: move what you need from it, then delete it"

@@ -186,6 +186,13 @@ pub trait Component: Send + Sync + 'static {
         false
     }
 
+    /// Objects a prune releases instead of deleting when the CR no longer
+    /// renders them (they stay, nobody's, listed in `status.released`),
+    /// with what the release says.
+    fn release_on_prune(&self, _cr: &Self::Resource, _obj: &DynamicObject) -> Option<String> {
+        None
+    }
+
     /// The component's own status fields (beside the shared ones the
     /// framework fills in), from what was applied.
     async fn report(

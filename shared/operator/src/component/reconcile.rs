@@ -525,6 +525,7 @@ async fn apply_rendered<C: Component>(
     let parent_resource = ApiResource::erase::<C::Resource>(&());
     let empty = BTreeMap::new();
     let retain = |o: &DynamicObject| ctx.component.retain(cr, o);
+    let release = |o: &DynamicObject| ctx.component.release_on_prune(cr, o);
     let request = ApplyRequest {
         inventory: &inv,
         parent_resource: &parent_resource,
@@ -534,6 +535,7 @@ async fn apply_rendered<C: Component>(
         objects,
         version,
         retain: &retain,
+        release_on_prune: Some(&release),
         delete_crds: cr.common().crd_policy == Some(CrdPolicy::Delete),
     };
     Ok(ctx.engine.apply(request).await?)

@@ -41,7 +41,11 @@ pub fn missing(rules: &Rules, objects: &[DynamicObject]) -> Vec<String> {
             let created = rules
                 .creates
                 .iter()
-                .any(|c| c.group == group && c.resource == plural && c.names.contains(&name));
+                .any(|c| c.group == group && c.resource == plural && c.names.contains(&name))
+                || rules
+                    .labelled
+                    .iter()
+                    .any(|c| c.group == group && c.resource == plural);
             if !created {
                 out.insert(format!("create {plural}.{group}/{name} (admission policy)"));
             }

@@ -44,6 +44,17 @@ pub fn component_rules(
     if let Some(kinds) = &permissions.only_kinds {
         objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
     }
+    for (folder, kinds) in &permissions.partial {
+        let dir = manifests_dir.join(folder);
+        for version in bundle::available_versions(&dir) {
+            objects.extend(
+                bundle::load(manifests_dir, folder, &version)?
+                    .objects()
+                    .into_iter()
+                    .filter(|o| kinds.iter().any(|k| k == kind(o))),
+            );
+        }
+    }
     let mut rules = bundle_rules(&objects);
     // The engine claims a component's cluster scope by creating, reading,
     // taking over and finally deleting one empty ClusterRole.
@@ -56,8 +67,22 @@ pub fn component_rules(
             claim_role: &claim,
             sccs: &permissions.sccs,
             workload_suffix: permissions.workload_suffix.as_deref(),
+            component,
+            labelled: &permissions.labelled,
         },
     ));
+    // The kinds written beyond the bundles, which the pins keep to the
+    // component's own objects.
+    for (group, resource) in &permissions.labelled {
+        rules
+            .cluster
+            .push(rule(group, &[resource.as_str()], MANAGE));
+        rules.labelled.push(Creates {
+            group: group.clone(),
+            resource: resource.clone(),
+            names: Vec::new(),
+        });
+    }
     rules.cluster.extend(own_kind(own.0, own.1));
     rules.cluster.push(named(
         RBAC_GROUP,

@@ -54,6 +54,14 @@ pub struct Permissions {
     pub bundles: Vec<String>,
     /// When set, only these kinds of the bundles are applied.
     pub only_kinds: Option<Vec<String>>,
+    /// Bundle folders of which only some kinds are applied, with those
+    /// kinds (the Dashboard takes only the ClusterRoles of the platform's
+    /// glue).
+    pub partial: Vec<(String, Vec<String>)>,
+    /// Cluster-scoped kinds the code writes beyond the bundles, as (group,
+    /// plural): granted cluster-wide, and pinned by admission to the
+    /// objects carrying the component's label (see `pins`).
+    pub labelled: Vec<(String, String)>,
     /// Cluster-wide rules the code needs besides the bundles.
     pub extra: Vec<PolicyRule>,
     /// Rules the code needs besides the bundles, in the allowed namespaces only.
@@ -75,6 +83,22 @@ impl Permissions {
             bundles: folders.iter().map(|f| f.to_string()).collect(),
             ..Default::default()
         }
+    }
+
+    /// Adds a bundle folder of which only `kinds` are applied.
+    pub fn with_kinds_of(mut self, folder: &str, kinds: &[&str]) -> Self {
+        self.partial.push((
+            folder.to_string(),
+            kinds.iter().map(|k| k.to_string()).collect(),
+        ));
+        self
+    }
+
+    /// Adds a cluster-scoped kind the code writes, only ever its own objects.
+    pub fn with_labelled(mut self, group: &str, resource: &str) -> Self {
+        self.labelled
+            .push((group.to_string(), resource.to_string()));
+        self
     }
 
     /// Adds cluster-wide rules the code needs besides the bundles.
@@ -127,6 +151,10 @@ pub struct Rules {
     /// The names each cluster-scoped resource may be created with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub creates: Vec<Creates>,
+    /// Cluster-scoped resources created under any name, each object
+    /// carrying the component's label (the pins hold them to it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labelled: Vec<Creates>,
     /// What the chart's admission policy pins of the ClusterRoles the
     /// operator writes (see `pins`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,6 +246,13 @@ pub fn bundle_types(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet
     }
     if let Some(only) = &permissions.only_kinds {
         types.retain(|(_, k)| only.contains(k));
+    }
+    for (folder, kinds) in &permissions.partial {
+        types.extend(
+            crate::bundle::type_lines(&manifests_dir.join(folder))
+                .into_iter()
+                .filter(|(_, k)| kinds.contains(k)),
+        );
     }
     types
 }
@@ -340,6 +375,11 @@ mod tests {
                 group: String::new(),
                 resource: "namespaces".into(),
                 names: vec!["istio-system".into()],
+            }],
+            labelled: vec![Creates {
+                group: "kubeflow.org".into(),
+                resource: "profiles".into(),
+                names: Vec::new(),
             }],
             pins: Some(pins::Pins {
                 resources: vec![pins::Matched {

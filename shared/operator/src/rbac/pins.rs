@@ -93,6 +93,14 @@ pub struct Extra<'a> {
     /// the resource), the suffix every such name ends with: each is then
     /// allowed what any of the bundles' workloads is.
     pub workload_suffix: Option<&'a str>,
+    /// The component, whose label (`components.kubeflow.org/component`)
+    /// marks the objects the engine applied for it.
+    pub component: &'a str,
+    /// Kinds the code writes beyond the bundles, as (group, plural): only
+    /// objects of the component's label may be created, and only objects
+    /// carrying it already may be changed or deleted (another party's
+    /// object of the kind is never the operator's to touch).
+    pub labelled: &'a [(String, String)],
 }
 
 pub use crate::labels::is_aggregation_label;
@@ -398,6 +406,41 @@ fn deletes(workload_key: &str) -> Check {
     }
 }
 
+/// Objects of the kinds the code writes beyond the bundles: created only
+/// with the component's label, changed or deleted only when they carry it.
+fn labelled(extra: &Extra<'_>) -> Option<Check> {
+    if extra.labelled.is_empty() {
+        return None;
+    }
+    let ours = |of: &str| {
+        format!(
+            "(has({of}.metadata.labels) && {key} in {of}.metadata.labels && {of}.metadata.labels[{key}] == {c})",
+            key = quote(crate::labels::COMPONENT),
+            c = quote(extra.component)
+        )
+    };
+    let guard: Vec<String> = extra
+        .labelled
+        .iter()
+        .map(|(_, r)| format!("request.resource.resource != {}", quote(r)))
+        .collect();
+    Some(Check {
+        expression: format!(
+            "({}) || \
+             ((request.operation == 'DELETE' || request.operation == 'UPDATE' || {}) && \
+             (request.operation == 'CREATE' || {}))",
+            guard.join(" && "),
+            ours("object"),
+            ours("oldObject")
+        ),
+        message: format!(
+            "the operator may create only objects labelled {}={} of the kinds it writes beyond its bundles, and change or delete only those already labelled so",
+            crate::labels::COMPONENT,
+            extra.component
+        ),
+    })
+}
+
 /// The pins for `objects` (every version's) and what the code adds.
 pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
     let b = read(objects, extra);
@@ -472,6 +515,11 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
     resources.extend(workload_names.iter().map(|r| Matched {
         group: "apps".into(),
         resource: r.to_string(),
+        delete: true,
+    }));
+    resources.extend(extra.labelled.iter().map(|(g, r)| Matched {
+        group: g.clone(),
+        resource: r.clone(),
         delete: true,
     }));
     let sccs: Vec<String> = extra.sccs.to_vec();
@@ -616,7 +664,10 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
                 "the operator may write only its bundles' workloads, each running as the bundle's ServiceAccount with no more of the host than the bundle gives it",
             ),
             deletes(&workload_key("oldObject")),
-        ],
+        ]
+        .into_iter()
+        .chain(labelled(extra))
+        .collect(),
     }
 }
 
@@ -685,6 +736,8 @@ mod tests {
                 claim_role: "kubeflow-training-cluster-claim",
                 sccs: &["nonroot-v2".to_string()],
                 workload_suffix: None,
+                component: "training",
+                labelled: &[],
             },
         );
         assert_eq!(
@@ -737,6 +790,50 @@ mod tests {
             );
         }
         assert_eq!(quote("it's"), r"'it\'s'");
+    }
+
+    #[test]
+    fn kinds_written_beyond_the_bundles_are_held_to_the_components_label() {
+        let labelled = [("kubeflow.org".to_string(), "profiles".to_string())];
+        let p = pins(
+            &[],
+            &Extra {
+                claim_role: "kubeflow-dashboard-cluster-claim",
+                component: "dashboard",
+                labelled: &labelled,
+                ..Default::default()
+            },
+        );
+        assert!(p.resources.contains(&Matched {
+            group: "kubeflow.org".into(),
+            resource: "profiles".into(),
+            delete: true
+        }));
+        let check = p
+            .validations
+            .iter()
+            .find(|c| {
+                c.expression
+                    .starts_with("(request.resource.resource != 'profiles')")
+            })
+            .expect("a check of profiles");
+        for part in [
+            "object.metadata.labels['components.kubeflow.org/component'] == 'dashboard'",
+            "request.operation == 'CREATE' || (has(oldObject.metadata.labels)",
+        ] {
+            assert!(
+                check.expression.contains(part),
+                "{part}: {}",
+                check.expression
+            );
+        }
+        let none = pins(&[], &Extra::default());
+        assert!(
+            !none
+                .validations
+                .iter()
+                .any(|c| c.expression.contains("profiles"))
+        );
     }
 
     #[test]

@@ -1,0 +1,279 @@
+//! The Dashboard operator, as a process, against the real control plane:
+//! the dashboard, profiles and PodDefaults at v1.10.0 with the Kubeflow
+//! roles, self-registration switched on, declared profiles kept as declared
+//! and repaired, a profile someone else made left alone (and a declared
+//! profile of its name refused), a malformed entry refused with nothing
+//! written, a profile taken off the list released and another deleted on
+//! request, the upgrade to v2.0.0 (nearly every object renamed) keeping the
+//! profiles, and removal keeping the CRDs and the declared profiles.
+//!
+//! The profile controller itself is not run (its module is not served by
+//! the Go module proxy here), so the profiles' namespaces are not made.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{
+    component_api, condition, install_bundle_crds, merge, wait_condition, wait_gone,
+};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::json;
+
+const OPERATOR: &str = "kubeflow-dashboard-operator";
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn profiles(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeflow.org", "v1", "Profile"),
+        "profiles",
+    );
+    Api::all_with(client.clone(), &ar)
+}
+
+fn env_of(d: &Deployment, name: &str) -> Option<String> {
+    d.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find_map(|c| {
+            c.env
+                .as_ref()?
+                .iter()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.clone())
+        })
+}
+
+#[tokio::test]
+async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_releases_upgrades_and_removes()
+ {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Dashboard"], &["dashboard"]).await;
+    install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml").await;
+    let all_profiles = profiles(&client);
+    // An earlier run's profiles (kept, as declared profiles are).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds
+        .get_opt("profiles.kubeflow.org")
+        .await
+        .expect("get")
+        .is_some()
+    {
+        for leftover in ["team-a", "team-b", "team-c", "users-own"] {
+            let _ = all_profiles
+                .delete(leftover, &DeleteParams::default())
+                .await;
+            wait_gone(&all_profiles, leftover, TIMEOUT).await;
+        }
+    }
+    let ns = TestNamespace::new(&client, "dashboard").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let dashboards = component_api(&client, &ns.name, "Dashboard");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Dashboard\nmetadata: {name: kubeflow}\nspec:\n  version: v1.10.0\n  selfRegistration: true\n  profiles:\n    - {name: team-a, owner: jane@example.com, resourceQuota: {cpu: \"8\", requests.nvidia.com/gpu: \"2\"}}\n    - {name: team-b, owner: joe@example.com}\n",
+    )
+    .await;
+    let cr = wait_condition(&dashboards, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert_eq!(cr.data.pointer("/status/profileCount"), Some(&json!(2)));
+
+    // The profiles as declared, the Kubeflow roles, self-registration on.
+    let a = all_profiles.get("team-a").await.expect("team-a");
+    assert_eq!(
+        a.data["spec"]["owner"],
+        json!({"kind": "User", "name": "jane@example.com"})
+    );
+    assert_eq!(
+        a.data["spec"]["resourceQuotaSpec"]["hard"]["requests.nvidia.com/gpu"],
+        "2"
+    );
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    for role in ["kubeflow-admin", "kubeflow-edit", "kubeflow-view"] {
+        assert!(roles.get_opt(role).await.expect("get").is_some(), "{role}");
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let dashboard = deployments
+        .get("centraldashboard")
+        .await
+        .expect("dashboard");
+    assert_eq!(
+        env_of(&dashboard, "REGISTRATION_FLOW").as_deref(),
+        Some("true")
+    );
+
+    // Every managed kind is watched and repaired, the profiles among them.
+    kubeflow_e2e::repair::assert_every_kind_repaired(
+        &client,
+        &cr,
+        &[
+            "Deployment.apps",
+            "ConfigMap",
+            "VirtualService.networking.istio.io",
+            "AuthorizationPolicy.security.istio.io",
+            "Certificate.cert-manager.io",
+            "MutatingWebhookConfiguration.admissionregistration.k8s.io",
+            "Profile.kubeflow.org",
+            "ClusterRole.rbac.authorization.k8s.io",
+        ],
+    )
+    .await;
+    wait_condition(&dashboards, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let before = op.settled_writes().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(op.writes().await, before, "no writes at rest");
+    // Taken after the repairs, which recreate one profile.
+    let a_uid = all_profiles.get("team-a").await.expect("team-a").uid();
+
+    // A profile someone made themselves: left alone, and never taken over.
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: kubeflow.org/v1\nkind: Profile\nmetadata: {name: users-own}\nspec: {owner: {kind: User, name: ann@example.com}}\n",
+    )
+    .await;
+    let own_version = all_profiles
+        .get("users-own")
+        .await
+        .expect("users-own")
+        .resource_version();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    merge(
+        &dashboards,
+        "kubeflow",
+        json!({"spec": {"profiles": [
+            {"name": "team-a", "owner": "jane@example.com", "resourceQuota": {"cpu": "8", "requests.nvidia.com/gpu": "2"}},
+            {"name": "team-b", "owner": "joe@example.com"},
+            {"name": "users-own", "owner": "mallory@example.com"}]}}),
+    )
+    .await;
+    let refused = wait_condition(&dashboards, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    assert_eq!(reason, "OwnershipConflict", "{message}");
+    assert!(message.contains("users-own"), "{message}");
+    assert_eq!(op.writes().await, before, "nothing written");
+    assert_eq!(
+        all_profiles
+            .get("users-own")
+            .await
+            .expect("kept")
+            .resource_version(),
+        own_version
+    );
+    // A name that is not a DNS label: refused by its place.
+    merge(
+        &dashboards,
+        "kubeflow",
+        json!({"spec": {"profiles": [
+            {"name": "team-a", "owner": "jane@example.com"},
+            {"name": "Team_C", "owner": "joe@example.com"}]}}),
+    )
+    .await;
+    wait_for("the malformed name refused", TIMEOUT, || async {
+        let cr = dashboards.get("kubeflow").await.ok()?;
+        let (_, reason, message, _) = condition(&cr, "Degraded")?;
+        (reason == "InvalidSpec" && message.contains("spec.profiles[1].name")).then_some(())
+    })
+    .await;
+    assert_eq!(op.writes().await, before, "nothing written");
+
+    // team-b taken off the list: released, not deleted.
+    merge(
+        &dashboards,
+        "kubeflow",
+        json!({"spec": {"profiles": [
+            {"name": "team-a", "owner": "jane@example.com", "resourceQuota": {"cpu": "8", "requests.nvidia.com/gpu": "2"}}]}}),
+    )
+    .await;
+    wait_for("team-b released", TIMEOUT, || async {
+        let cr = dashboards.get("kubeflow").await.ok()?;
+        let released = cr.data.pointer("/status/released")?.to_string();
+        (released.contains("team-b") && condition(&cr, "Ready")?.0 == "True").then_some(())
+    })
+    .await;
+    let b = all_profiles.get("team-b").await.expect("team-b stays");
+    assert!(b.metadata.deletion_timestamp.is_none());
+    assert!(!b.labels().contains_key("applyset.kubernetes.io/part-of"));
+
+    // The upgrade to v2.0.0: the renamed dashboard; the profile kept.
+    merge(
+        &dashboards,
+        "kubeflow",
+        json!({"spec": {"version": "v2.0.0"}}),
+    )
+    .await;
+    wait_for("v2.0.0 Ready", TIMEOUT, || async {
+        let cr = dashboards.get("kubeflow").await.ok()?;
+        let (s, _, _, g) = condition(&cr, "Ready")?;
+        (s == "True"
+            && g == cr.metadata.generation
+            && cr.data.pointer("/status/version") == Some(&json!("v2.0.0")))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        deployments
+            .get_opt("dashboard")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    wait_gone(&deployments, "centraldashboard", TIMEOUT).await;
+    assert_eq!(all_profiles.get("team-a").await.expect("kept").uid(), a_uid);
+
+    // Deleted on request: removedProfiles Delete, team-a off the list.
+    merge(
+        &dashboards,
+        "kubeflow",
+        json!({"spec": {"removedProfiles": "Delete", "profiles": [{"name": "team-c", "owner": "joe@example.com"}]}}),
+    )
+    .await;
+    wait_gone(&all_profiles, "team-a", TIMEOUT).await;
+    wait_for("team-c", TIMEOUT, || async {
+        all_profiles.get_opt("team-c").await.ok()?.map(|_| ())
+    })
+    .await;
+
+    // Removal: the workloads go; the CRDs and the declared profile stay.
+    dashboards
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&dashboards, "kubeflow", TIMEOUT).await;
+    wait_for("the dashboard's workloads to go", TIMEOUT, || async {
+        deployments
+            .list(&ListParams::default().labels("components.kubeflow.org/component=dashboard"))
+            .await
+            .ok()?
+            .items
+            .iter()
+            .all(|d| d.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        crds.get_opt("profiles.kubeflow.org")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    let c = all_profiles
+        .get("team-c")
+        .await
+        .expect("a declared profile outlives the Dashboard");
+    assert!(c.metadata.deletion_timestamp.is_none());
+    for name in ["team-b", "team-c", "users-own"] {
+        let _ = all_profiles.delete(name, &DeleteParams::default()).await;
+    }
+    drop(op);
+    ns.delete().await;
+}

@@ -1,0 +1,81 @@
+//! The `Dashboard` kind: Kubeflow's central dashboard, the profile
+//! controller with KFAM (Kubeflow's tenancy), the PodDefaults admission
+//! webhook and the aggregated `kubeflow-admin`, `kubeflow-edit` and
+//! `kubeflow-view` roles; and the profiles a platform team declares.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{CommonSpec, ComponentStatus};
+
+/// A profile the operator keeps as declared: its namespace, owner and
+/// quota (the profile controller makes the namespace and the owner's
+/// access from it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeclaredProfile {
+    /// The profile's name, which its namespace takes (a DNS label).
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// The owner's email: administers the namespace (`kubeflow-admin`).
+    #[schemars(length(min = 3, max = 254))]
+    pub owner: String,
+    /// The namespace's resource quota (`hard` limits, e.g. {"cpu": "32",
+    /// "requests.nvidia.com/gpu": "4"}); none when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_quota: Option<BTreeMap<String, Quantity>>,
+}
+
+/// What becomes of a profile removed from `spec.profiles`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RemovedProfiles {
+    /// Released: the Profile, its namespace and everything in it stay, no
+    /// longer kept by the operator (listed in `status.released`).
+    #[default]
+    Release,
+    /// Deleted: the Profile goes, and the profile controller deletes its
+    /// namespace with every notebook, volume and run in it.
+    Delete,
+}
+
+component_crd! {
+    kind = "Dashboard", plural = "dashboards", shortname = "kfdash", status = "DashboardStatus",
+    doc = "Kubeflow's central dashboard, profile controller with KFAM, PodDefaults webhook and aggregated kubeflow-admin/edit/view roles, and the profiles a platform team declares, reconciled by the kubeflow-dashboard-operator. Profiles that users create themselves are left alone. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "Profiles", type_ = "integer", json_path = ".status.profileCount"),],
+    /// Desired state of the dashboard and the declared profiles.
+    pub struct DashboardSpec {
+        /// Version, images, scale and scheduling (of the dashboard, the
+        /// profile controller and the PodDefaults webhook).
+        #[serde(flatten)]
+        pub common: CommonSpec,
+        /// Whether a person who logs in without a profile is offered to
+        /// create their own (the dashboard's registration flow). Default:
+        /// false, as upstream ships it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub self_registration: Option<bool>,
+        /// Profiles kept as declared.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 1000))]
+        pub profiles: Option<Vec<DeclaredProfile>>,
+        /// What becomes of a profile removed from `profiles`: Release (the
+        /// default: it stays, with its namespace and data) or Delete.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub removed_profiles: Option<RemovedProfiles>,
+    }
+}
+
+/// Status of the dashboard.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DashboardStatus {
+    /// Conditions, versions and workloads.
+    #[serde(flatten)]
+    pub common: ComponentStatus,
+    /// How many profiles are declared (those released since are listed in
+    /// `released`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_count: Option<i32>,
+}
