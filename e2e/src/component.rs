@@ -256,6 +256,17 @@ pub const OWN_NAMESPACES: &[(&str, &[&str])] = &[
     ("auth", &["auth", "oauth2-proxy"]),
 ];
 
+/// The bundle folders an operator's image carries (as `images/build` and
+/// `images/fetch-bundles` copy them): its component's, but for Auth (dex
+/// and oauth2-proxy) and the Dashboard (also the platform glue's roles).
+pub fn bundle_folders_of(component: &str) -> Vec<&str> {
+    match component {
+        "auth" => vec!["dex", "oauth2-proxy"],
+        "dashboard" => vec!["dashboard", "platform"],
+        c => vec![c],
+    }
+}
+
 /// The chart's default `allowedNamespaces`, which it creates: Kubeflow's
 /// and every component's own.
 pub fn chart_namespaces() -> Vec<&'static str> {

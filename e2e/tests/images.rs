@@ -37,7 +37,11 @@ fn locked_bundles(component: &str) -> BTreeSet<String> {
     lock.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split('\t').next())
-        .filter(|p| p.starts_with(&format!("{component}/")))
+        .filter(|p| {
+            kubeflow_e2e::component::bundle_folders_of(component)
+                .iter()
+                .any(|f| p.starts_with(&format!("{f}/")))
+        })
         .map(|p| format!("manifests/{p}"))
         .collect()
 }

@@ -81,20 +81,30 @@ fn issuer(cr: &Auth) -> String {
     }
 }
 
-/// The generated secrets, as last kept; new ones where none are.
+/// The generated secrets, as last kept; new ones where none are. The cookie
+/// secret is oauth2-proxy's; the client secret is dex's own (its client
+/// Secret), so that an external provider's secret, which oauth2-proxy holds
+/// while one is used, never becomes dex's.
 async fn kept_or_new(client: &Client) -> Result<(String, String), DereferenceError> {
-    let kept = secrets::read(client, proxy::NAMESPACE, proxy::SECRET)
-        .await
-        .map_err(|e| DereferenceError::Api("read oauth2-proxy's Secret", e))?
-        .unwrap_or_default();
-    let or_new = |key: &str, bytes: usize| -> Result<String, DereferenceError> {
-        match kept.get(key).filter(|v| !v.is_empty()) {
+    let read = |ns: &'static str, name: &'static str| async move {
+        secrets::read(client, ns, name)
+            .await
+            .map_err(|e| DereferenceError::Api("read a generated Secret", e))
+            .map(Option::unwrap_or_default)
+    };
+    let proxy_kept = read(proxy::NAMESPACE, proxy::SECRET).await?;
+    let dex_kept = read(dex::NAMESPACE, dex::CLIENT_SECRET).await?;
+    let or_new = |kept: Option<&String>, bytes: usize| -> Result<String, DereferenceError> {
+        match kept.filter(|v| !v.is_empty()) {
             Some(v) => Ok(v.clone()),
             None => Ok(secrets::random_hex(bytes)?),
         }
     };
     // 16 bytes: 32 hex characters, an AES-256 key as oauth2-proxy takes it.
-    Ok((or_new("cookie-secret", 16)?, or_new("client-secret", 32)?))
+    Ok((
+        or_new(proxy_kept.get("cookie-secret"), 16)?,
+        or_new(dex_kept.get("OIDC_CLIENT_SECRET"), 32)?,
+    ))
 }
 
 /// The users and connectors the dex settings name.
@@ -506,7 +516,7 @@ mod tests {
         assert!(
             r.objects
                 .iter()
-                .all(|o| o.metadata.namespace.as_deref() != Some("auth"))
+                .all(|o| o.metadata.namespace.as_deref() != Some(dex::NAMESPACE))
         );
         assert!(find(&r, "Deployment", "dex").is_none());
         let proxy = find(&r, "Secret", proxy::SECRET).expect("proxy secret");

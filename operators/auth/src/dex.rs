@@ -20,9 +20,10 @@ use kubeflow_operator::{secrets, serde_saphyr};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// dex's issuer inside the cluster: dex runs in upstream's namespace,
-/// `auth`, which oauth2-proxy's configuration and Istio's
-/// RequestAuthentication name.
+/// Where dex runs: upstream's namespace, which the issuer below names.
+pub const NAMESPACE: &str = "auth";
+/// dex's issuer inside the cluster, which oauth2-proxy's configuration and
+/// Istio's RequestAuthentication name.
 pub const ISSUER: &str = "http://dex.auth.svc.cluster.local:5556/dex";
 /// The key of the users Secret.
 pub const USERS_KEY: &str = "users.yaml";
