@@ -440,3 +440,22 @@ pub async fn install_bundle_crds(client: &Client, file: &str) {
         wait_established(client, &name, Duration::from_secs(90)).await;
     }
 }
+
+/// Waits until the component CR `name` is Ready at its current generation
+/// and reports `version`: an upgrade finished.
+pub async fn wait_version_ready(
+    api: &Api<DynamicObject>,
+    name: &str,
+    version: &str,
+    timeout: Duration,
+) {
+    wait_for(&format!("{version} Ready"), timeout, || async {
+        let cr = api.get(name).await.ok()?;
+        let (s, _, _, g) = condition(&cr, "Ready")?;
+        (s == "True"
+            && g == cr.metadata.generation
+            && cr.data.pointer("/status/version") == Some(&serde_json::json!(version)))
+        .then_some(())
+    })
+    .await;
+}

@@ -259,15 +259,7 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
 
     // 26.03.1's versions: oauth2-proxy v7.15.2 and dex v2.45.1 (two replicas).
     merge(&auths, "kubeflow", json!({"spec": {"version": "v7.15.2"}})).await;
-    wait_for("v7.15.2 Ready", TIMEOUT, || async {
-        let cr = auths.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v7.15.2")))
-        .then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::wait_version_ready(&auths, "kubeflow", "v7.15.2", TIMEOUT).await;
     let dex = Api::<Deployment>::namespaced(client.clone(), "auth")
         .get("dex")
         .await

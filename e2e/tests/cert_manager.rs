@@ -114,15 +114,7 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
 
     // Upgrade: v1.20.2's images, the issuer kept (same object).
     merge(&cms, "kubeflow", json!({"spec": {"version": "v1.20.2"}})).await;
-    wait_for("v1.20.2 Ready", TIMEOUT, || async {
-        let cr = cms.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v1.20.2")))
-        .then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::wait_version_ready(&cms, "kubeflow", "v1.20.2", TIMEOUT).await;
     let image = deployments
         .get("cert-manager")
         .await

@@ -211,15 +211,7 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
         json!({"spec": {"version": "v2.0.0"}}),
     )
     .await;
-    wait_for("v2.0.0 Ready", TIMEOUT, || async {
-        let cr = dashboards.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v2.0.0")))
-        .then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::wait_version_ready(&dashboards, "kubeflow", "v2.0.0", TIMEOUT).await;
     assert!(
         deployments
             .get_opt("dashboard")

@@ -154,15 +154,7 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     apply_yaml(&client, &ns.name, "apiVersion: kubeflow.org/v1\nkind: Notebook\nmetadata: {name: user-notebook}\nspec:\n  template:\n    spec:\n      containers: [{name: user-notebook, image: example.invalid/lab:1}]\n").await;
     let user_uid = users.get("user-notebook").await.expect("notebook").uid();
     merge(&nbs, "kubeflow", json!({"spec": {"version": "v1.11.0"}})).await;
-    wait_for("v1.11.0 Ready", TIMEOUT, || async {
-        let cr = nbs.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v1.11.0")))
-        .then_some(())
-    })
-    .await;
+    kubeflow_e2e::component::wait_version_ready(&nbs, "kubeflow", "v1.11.0", TIMEOUT).await;
     let jwa = Api::<Deployment>::namespaced(client.clone(), &ns.name)
         .get("jupyter-web-app-deployment")
         .await
