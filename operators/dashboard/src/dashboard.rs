@@ -10,7 +10,12 @@
 //! `removedProfiles: Delete`; removing the Dashboard itself never deletes
 //! one (the namespaces hold the users' notebooks, volumes and runs).
 
-use kubeflow_operator::api::{ComponentResource, Dashboard, DashboardStatus, RemovedProfiles};
+use std::collections::BTreeSet;
+
+use kubeflow_operator::api::{
+    ComponentResource, ContributorRole, Dashboard, DashboardStatus, DeclaredProfile,
+    RemovedProfiles,
+};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{
     Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
@@ -48,9 +53,37 @@ const WORKLOADS: [&str; 5] = [
 const REGISTRATION: [&str; 2] = ["REGISTRATION_FLOW", "CD_REGISTRATION_FLOW"];
 /// The Profile CRD.
 const PROFILE_CRD: &str = "profiles.kubeflow.org";
+/// The roles a contributor may have.
+const CONTRIBUTOR_ROLES: [ContributorRole; 2] = [ContributorRole::Edit, ContributorRole::View];
+
+/// A declared profile, or a contributor's access to one.
+fn is_tenancy(cr: &Dashboard, obj: &DynamicObject) -> bool {
+    match kind(obj) {
+        "Profile" => true,
+        "RoleBinding" | "AuthorizationPolicy" => {
+            obj.metadata.namespace.as_deref() != cr.meta().namespace.as_deref()
+                && obj
+                    .metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(profiles::is_access_name)
+        }
+        _ => false,
+    }
+}
 
 /// The Dashboard component.
 pub struct DashboardComponent;
+
+/// What the Dashboard reads on the cluster besides its bundles.
+#[derive(Default)]
+pub struct Found {
+    /// Existing profiles the operator did not make (their names).
+    pub foreign: Vec<String>,
+    /// Declared profiles with contributors whose namespace the profile
+    /// controller has made (owned by the Profile).
+    pub ready: BTreeSet<String>,
+}
 
 /// The platform version paired with a dashboard version.
 fn platform_of(version: &str) -> Option<&'static str> {
@@ -91,6 +124,38 @@ async fn foreign_profiles(client: &Client) -> Result<Vec<String>, DereferenceErr
         .collect())
 }
 
+/// The declared profiles with contributors whose namespace exists and is
+/// the profile's (the profile controller owns it by the Profile; one of
+/// the same name that is not the profile's gets no one's access).
+async fn ready_namespaces(
+    client: &Client,
+    profiles: &[DeclaredProfile],
+) -> Result<BTreeSet<String>, DereferenceError> {
+    use kubeflow_operator::k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut out = BTreeSet::new();
+    for p in profiles
+        .iter()
+        .filter(|p| p.contributors.as_ref().is_some_and(|c| !c.is_empty()))
+    {
+        let ns = api
+            .get_metadata_opt(&p.name)
+            .await
+            .map_err(|e| DereferenceError::Api("read a profile's namespace", e))?;
+        let owned = ns.is_some_and(|ns| {
+            ns.metadata.owner_references.iter().flatten().any(|r| {
+                r.kind == "Profile"
+                    && r.name == p.name
+                    && r.api_version.starts_with("kubeflow.org/")
+            })
+        });
+        if owned {
+            out.insert(p.name.clone());
+        }
+    }
+    Ok(out)
+}
+
 /// Self-registration on or off, wherever the version reads it.
 fn registration(objects: &mut [DynamicObject], on: bool) {
     let value = on.to_string();
@@ -109,18 +174,19 @@ fn registration(objects: &mut [DynamicObject], on: bool) {
 #[async_trait]
 impl Component for DashboardComponent {
     type Resource = Dashboard;
-    /// Existing profiles the operator did not make.
-    type Inputs = Vec<String>;
+    type Inputs = Found;
 
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[Dashboard::COMPONENT])
             .with_kinds_of(PLATFORM, &["ClusterRole"])
             .with_labelled("kubeflow.org", "profiles")
+            .with_tenant_access(&CONTRIBUTOR_ROLES.map(profiles::role_name))
     }
 
     fn watched_kinds(&self) -> Vec<GroupVersionKind> {
         vec![
             GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+            GroupVersionKind::gvk("security.istio.io", "v1beta1", "AuthorizationPolicy"),
             profiles::kind(),
         ]
     }
@@ -129,7 +195,7 @@ impl Component for DashboardComponent {
         &self,
         cr: &Dashboard,
         client: &Client,
-    ) -> Result<Vec<String>, DereferenceError> {
+    ) -> Result<Found, DereferenceError> {
         require_crd(
             client,
             "virtualservices.networking.istio.io",
@@ -142,22 +208,26 @@ impl Component for DashboardComponent {
             "the PodDefaults webhook gets its certificate from cert-manager; enable certManager in the Kubeflow resource (or install cert-manager)",
         )
         .await?;
-        if cr.spec.profiles.as_ref().is_none_or(Vec::is_empty) {
-            return Ok(Vec::new());
+        let declared = cr.spec.profiles.as_deref().unwrap_or_default();
+        if declared.is_empty() {
+            return Ok(Found::default());
         }
-        foreign_profiles(client).await
+        Ok(Found {
+            foreign: foreign_profiles(client).await?,
+            ready: ready_namespaces(client, declared).await?,
+        })
     }
 
     fn render(
         &self,
         cr: &Dashboard,
         ctx: &RenderContext<'_>,
-        foreign: &Vec<String>,
+        found: &Found,
     ) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let declared = spec.profiles.clone().unwrap_or_default();
         profiles::check(&declared, ctx.namespace)?;
-        profiles::refuse_taken(&declared, foreign)?;
+        profiles::refuse_taken(&declared, &found.foreign)?;
         let bundle = ctx.bundle()?;
         let version = bundle.version.clone();
         let mut objects = bundle.objects();
@@ -188,34 +258,72 @@ impl Component for DashboardComponent {
         };
         render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
         objects.extend(profiles::objects(&declared));
+        objects.extend(profiles::access_objects(
+            &declared,
+            &found.ready,
+            ctx.namespace,
+        ));
         Ok(Rendered { objects, version })
     }
 
-    /// Declared profiles are kept when the Dashboard goes: each holds a
-    /// namespace with the users' data.
+    /// Declared profiles are kept when the Dashboard goes, with their
+    /// contributors' access: each holds a namespace with the users' data,
+    /// and the people working there.
     fn retain(&self, cr: &Dashboard, obj: &DynamicObject) -> bool {
-        kind(obj) == "Profile" && cr.meta().deletion_timestamp.is_some()
+        is_tenancy(cr, obj) && cr.meta().deletion_timestamp.is_some()
     }
 
-    /// A profile taken off the list is released, unless `removedProfiles:
-    /// Delete`.
+    /// A profile taken off the list is released with its contributors'
+    /// access, unless `removedProfiles: Delete`; a contributor taken off a
+    /// profile still listed loses their access.
     fn release_on_prune(&self, cr: &Dashboard, obj: &DynamicObject) -> Option<String> {
-        (kind(obj) == "Profile"
-            && cr.spec.removed_profiles.unwrap_or_default() == RemovedProfiles::Release)
-            .then(|| {
-                "no longer in spec.profiles; kept with its namespace and everything in it (removedProfiles: Release), and released: delete the Profile to delete them".to_string()
-            })
+        if cr.spec.removed_profiles.unwrap_or_default() != RemovedProfiles::Release {
+            return None;
+        }
+        if kind(obj) == "Profile" {
+            return Some("no longer in spec.profiles; kept with its namespace and everything in it (removedProfiles: Release), and released: delete the Profile to delete them".to_string());
+        }
+        let namespace = obj.metadata.namespace.as_deref().unwrap_or_default();
+        let still_declared = cr
+            .spec
+            .profiles
+            .iter()
+            .flatten()
+            .any(|p| p.name == namespace);
+        (is_tenancy(cr, obj) && !still_declared).then(|| {
+            format!("a contributor's access to profile {namespace:?}, released with the profile (removedProfiles: Release)")
+        })
     }
 
     async fn report(
         &self,
         cr: &Dashboard,
-        _live: &[DynamicObject],
+        live: &[DynamicObject],
         _client: &Client,
         status: &mut DashboardStatus,
     ) {
-        let count = cr.spec.profiles.as_ref().map_or(0, Vec::len);
-        status.profile_count = Some(i32::try_from(count).unwrap_or(i32::MAX));
+        let declared = cr.spec.profiles.as_deref().unwrap_or_default();
+        status.profile_count = Some(i32::try_from(declared.len()).unwrap_or(i32::MAX));
+        // A profile whose contributors have no binding yet: its namespace
+        // is not there (the profile controller has not made it).
+        let pending: Vec<String> = declared
+            .iter()
+            .filter(|p| p.contributors.as_ref().is_some_and(|c| !c.is_empty()))
+            .filter(|p| {
+                !live.iter().any(|o| {
+                    kind(o) == "RoleBinding" && o.metadata.namespace.as_deref() == Some(&p.name)
+                })
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        status.contributors_pending = (!pending.is_empty()).then_some(pending);
+    }
+
+    /// Soon again while a declared profile's namespace is awaited, so its
+    /// contributors get access within seconds of the profile controller
+    /// making it (nothing of ours is watched there yet).
+    fn recheck_soon(&self, status: &DashboardStatus) -> bool {
+        status.contributors_pending.is_some()
     }
 }
 
@@ -244,7 +352,7 @@ mod tests {
             let r = render_spec(
                 &DashboardComponent,
                 json!({"version": version, "selfRegistration": true}),
-                &Vec::new(),
+                &Found::default(),
             )
             .expect("render");
             for role in ["kubeflow-admin", "kubeflow-edit", "kubeflow-view"] {
@@ -274,7 +382,7 @@ mod tests {
         let spec = json!({"version": "v2.0.0", "profiles": [
             {"name": "team-a", "owner": "jane@example.com", "resourceQuota": {"cpu": "8", "requests.nvidia.com/gpu": "2"}},
             {"name": "team-b", "owner": "joe@example.com"}]});
-        let r = render_spec(&DashboardComponent, spec.clone(), &Vec::new()).expect("render");
+        let r = render_spec(&DashboardComponent, spec.clone(), &Found::default()).expect("render");
         let a = find(&r, "Profile", "team-a").expect("team-a");
         assert_eq!(
             a.data["spec"]["owner"],
@@ -285,9 +393,148 @@ mod tests {
             "2"
         );
         assert!(find(&r, "Profile", "team-b").is_some());
-        let taken = render_spec(&DashboardComponent, spec, &vec!["team-b".to_string()])
+        let foreign = Found {
+            foreign: vec!["team-b".to_string()],
+            ..Found::default()
+        };
+        let taken = render_spec(&DashboardComponent, spec, &foreign)
             .err()
             .expect("refused");
         assert_eq!(taken.reason, Reason::OwnershipConflict);
+    }
+
+    fn with_contributors() -> Value {
+        json!({"version": "v2.0.0", "profiles": [
+            {"name": "team-a", "owner": "jane@example.com", "contributors": [
+                {"user": "Joe.Bloggs@example.com", "role": "edit"},
+                {"group": "ml-researchers", "role": "view"}]},
+            {"name": "team-b", "owner": "joe@example.com", "contributors": [
+                {"user": "jane@example.com", "role": "view"}]}]})
+    }
+
+    #[test]
+    fn contributors_get_kfams_bindings_once_the_namespace_is_the_profiles() {
+        let ready = Found {
+            ready: ["team-a".to_string()].into(),
+            ..Found::default()
+        };
+        let r = render_spec(&DashboardComponent, with_contributors(), &ready).expect("render");
+        let user = "user-joe-bloggs-example-com-clusterrole-edit";
+        let rb = r
+            .objects
+            .iter()
+            .find(|o| kind(o) == "RoleBinding" && o.metadata.name.as_deref() == Some(user))
+            .expect("the user's binding");
+        assert_eq!(rb.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(rb.data["roleRef"]["name"], "kubeflow-edit");
+        assert_eq!(
+            rb.data["subjects"],
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "Joe.Bloggs@example.com"}])
+        );
+        let annotations = rb.metadata.annotations.clone().expect("annotations");
+        assert_eq!(annotations["user"], "Joe.Bloggs@example.com");
+        assert_eq!(annotations["role"], "edit");
+        let ap = find(&r, "AuthorizationPolicy", user).expect("the user's policy");
+        assert_eq!(
+            ap.data["spec"]["rules"][0]["when"],
+            json!([{"key": "request.headers[kubeflow-userid]", "values": ["Joe.Bloggs@example.com"]}])
+        );
+        let group = "group-ml-researchers-clusterrole-view";
+        let gb = find(&r, "RoleBinding", group).expect("the group's binding");
+        assert_eq!(gb.data["subjects"][0]["kind"], "Group");
+        assert_eq!(gb.data["roleRef"]["name"], "kubeflow-view");
+        assert!(find(&r, "AuthorizationPolicy", group).is_none());
+        // team-b's namespace is not there yet: nothing in it.
+        assert!(
+            r.objects
+                .iter()
+                .all(|o| o.metadata.namespace.as_deref() != Some("team-b"))
+        );
+        // And the operator's role covers what it writes there.
+        let rules = kubeflow_operator::component::rules_of(
+            &DashboardComponent,
+            &kubeflow_operator::component::manifests_dir(),
+        )
+        .expect("rules");
+        let gaps = kubeflow_operator::rbac::missing(&rules, &r.objects);
+        assert!(gaps.is_empty(), "{gaps:#?}");
+        assert!(
+            rules
+                .pins
+                .as_ref()
+                .expect("pins")
+                .resources
+                .iter()
+                .any(|m| m.resource == "authorizationpolicies" && m.delete)
+        );
+    }
+
+    #[test]
+    fn contributors_are_refused_by_their_place() {
+        for (contributors, expected) in [
+            (
+                json!([{"user": "joe", "role": "edit"}]),
+                "contributors[0].user",
+            ),
+            (
+                json!([{"user": "jane@example.com", "role": "edit"}]),
+                "the profile's owner",
+            ),
+            (
+                json!([{"group": "system:serviceaccounts", "role": "view"}]),
+                "contributors[0].group",
+            ),
+            (json!([{"role": "view"}]), "exactly one of user and group"),
+            (
+                json!([{"user": "joe@example.com", "group": "g", "role": "view"}]),
+                "exactly one of user and group",
+            ),
+            (
+                json!([{"user": "joe@example.com", "role": "view"}, {"user": "Joe@example.com", "role": "edit"}]),
+                "contributors[1] is contributors[0] again",
+            ),
+            (
+                json!([{"group": "---", "role": "view"}]),
+                "no letter or digit",
+            ),
+        ] {
+            let spec = json!({"version": "v2.0.0", "profiles": [
+                {"name": "team-a", "owner": "jane@example.com", "contributors": contributors}]});
+            let r = render_spec(&DashboardComponent, spec, &Found::default())
+                .err()
+                .expect(expected);
+            assert_eq!(r.reason, Reason::InvalidSpec);
+            assert!(r.message.contains(expected), "{expected}: {}", r.message);
+        }
+    }
+
+    #[test]
+    fn a_released_profile_keeps_its_contributors_and_a_removed_contributor_goes() {
+        let cr: Dashboard = serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Dashboard",
+            "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+            "spec": {"version": "v2.0.0", "profiles": [{"name": "team-a", "owner": "jane@example.com"}]}}))
+        .expect("cr");
+        let binding = |ns: &str| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "user-joe-example-com-clusterrole-edit", "namespace": ns}}))
+            .expect("binding")
+        };
+        assert!(
+            DashboardComponent
+                .release_on_prune(&cr, &binding("team-gone"))
+                .is_some()
+        );
+        assert!(
+            DashboardComponent
+                .release_on_prune(&cr, &binding("team-a"))
+                .is_none()
+        );
+        let bundles: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "dashboard", "namespace": "kubeflow"}}))
+        .expect("binding");
+        assert!(DashboardComponent.release_on_prune(&cr, &bundles).is_none());
     }
 }

@@ -18,7 +18,10 @@ pub use components::{
     cert_manager::{
         CertManager, CertManagerMode, CertManagerSpec, CertManagerStatus, FoundCertManager,
     },
-    dashboard::{Dashboard, DashboardSpec, DashboardStatus, DeclaredProfile, RemovedProfiles},
+    dashboard::{
+        Contributor, ContributorRole, Dashboard, DashboardSpec, DashboardStatus, DeclaredProfile,
+        RemovedProfiles,
+    },
     device_plugins::{
         DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginStatus,
         PluginType,

@@ -128,6 +128,11 @@ pub struct Watched {
     /// project's; its watch starts once that CRD exists (see `live_index`).
     /// None for Kubernetes' and OpenShift's own kinds.
     pub crd: Option<String>,
+    /// A namespaced kind watched in every namespace, not once per allowed
+    /// one: the operator writes objects of it outside them (the Dashboard's
+    /// contributor bindings in profile namespaces), and its RBAC grants the
+    /// watch cluster-wide.
+    pub everywhere: bool,
 }
 
 /// Every kind of the permissions' bundles (every version), one version per
@@ -158,6 +163,7 @@ pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<Watc
                     crd: Some(format!("{}.{}", c.plural, gvk.group)),
                     resource: ApiResource::from_gvk_with_plural(&gvk, &c.plural),
                     namespaced: c.namespaced,
+                    everywhere: false,
                 },
                 None => {
                     let resource = ApiResource::from_gvk(&gvk);
@@ -170,6 +176,7 @@ pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<Watc
                         namespaced: !crate::kinds::is_builtin_cluster_scoped(&gvk.kind),
                         resource,
                         crd,
+                        everywhere: false,
                     }
                 }
             },

@@ -27,6 +27,53 @@ pub struct DeclaredProfile {
     /// "requests.nvidia.com/gpu": "4"}); none when not set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_quota: Option<BTreeMap<String, Quantity>>,
+    /// People and IdP groups who work in the profile's namespace besides
+    /// its owner, each with a role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 200))]
+    pub contributors: Option<Vec<Contributor>>,
+}
+
+/// Someone who works in a declared profile's namespace: one person (by the
+/// email they log in with) or everyone in one of the identity provider's
+/// groups (the login token's `groups` claim). Exactly one of `user` and
+/// `group`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Contributor {
+    /// A person's email (the login's `kubeflow-userid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 3, max = 254))]
+    pub user: Option<String>,
+    /// A group of the identity provider, as the login token's `groups`
+    /// claim names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub group: Option<String>,
+    /// What they may do there.
+    pub role: ContributorRole,
+}
+
+/// A contributor's rights in a profile's namespace: Kubeflow's aggregated
+/// roles.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ContributorRole {
+    /// `kubeflow-edit`: create and change notebooks, runs, models, volumes.
+    #[serde(rename = "edit")]
+    Edit,
+    /// `kubeflow-view`: read them.
+    #[serde(rename = "view")]
+    View,
+}
+
+impl ContributorRole {
+    /// The role as KFAM names it (`edit`, `view`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContributorRole::Edit => "edit",
+            ContributorRole::View => "view",
+        }
+    }
 }
 
 /// What becomes of a profile removed from `spec.profiles`.
@@ -78,4 +125,9 @@ pub struct DashboardStatus {
     /// `released`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile_count: Option<i32>,
+    /// Declared profiles with contributors whose namespace the profile
+    /// controller has not made yet: their contributors get access once it
+    /// exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contributors_pending: Option<Vec<String>>,
 }

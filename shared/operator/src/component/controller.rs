@@ -276,7 +276,7 @@ fn managed_watches(
     for kind in watched {
         let name = format!("{}/{}", kind.resource.api_version, kind.resource.plural);
         match (kind.namespaced, scope.namespaces()) {
-            (true, Some(namespaces)) => {
+            (true, Some(namespaces)) if !kind.everywhere => {
                 for ns in namespaces {
                     out.push(ManagedWatch {
                         what: format!("{name} in {ns}"),
@@ -316,11 +316,24 @@ pub(super) fn watchable<C: Component>(
         };
         if !covered && (grants(&permissions.extra) || grants(&permissions.extra_namespaced)) {
             out.push(crate::watches::Watched {
-                crd: None,
+                crd: crate::kinds::is_served_by_crd(&ar.group)
+                    .then(|| format!("{}.{}", ar.plural, ar.group)),
                 namespaced: !crate::kinds::is_builtin_cluster_scoped(&ar.kind),
                 resource: ar,
+                everywhere: false,
             });
         }
+    }
+    // A namespaced kind the code writes anywhere (granted cluster-wide
+    // beyond the bundles) is watched everywhere, so an edit or deletion
+    // of such an object outside the allowed namespaces is repaired too.
+    for w in out.iter_mut().filter(|w| w.namespaced) {
+        w.everywhere = rbac::allows(
+            &permissions.extra,
+            &w.resource.group,
+            &w.resource.plural,
+            "watch",
+        );
     }
     out
 }

@@ -204,6 +204,14 @@ pub trait Component: Send + Sync + 'static {
     ) {
     }
 
+    /// Whether what `report` found is awaited from someone else (another
+    /// controller making an object the component then builds on), so the
+    /// next pass comes within seconds rather than at the long safety-net
+    /// requeue: the watches see only the component's own objects.
+    fn recheck_soon(&self, _status: &<Self::Resource as Reported>::Status) -> bool {
+        false
+    }
+
     /// Removes objects the component created at run time (not from its
     /// bundle), before the inventory is cleaned up. Returns what it deleted.
     async fn cleanup_run_time_objects(

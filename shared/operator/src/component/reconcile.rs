@@ -55,6 +55,9 @@ pub(super) async fn platform_of<C: Component>(
 /// it with a condition a person can act on and nothing written; any other
 /// failure, before or during the apply, with Ready false at this generation
 /// (the skeleton writes both).
+/// The requeue while the component awaits another controller's object.
+const RECHECK_SOON: Duration = Duration::from_secs(2);
+
 pub(super) async fn apply<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
@@ -138,7 +141,9 @@ pub(super) async fn apply<C: Component>(
     // Watches on the managed objects bring the next reconcile; the requeue
     // is a safety net, sooner while an object is held (what a person does
     // to resolve it may be nothing the watches see).
-    Ok(if ready && outcome.held.is_empty() && blocked.is_none() {
+    Ok(if ctx.component.recheck_soon(full) {
+        RECHECK_SOON
+    } else if ready && outcome.held.is_empty() && blocked.is_none() {
         Duration::from_secs(600)
     } else {
         Duration::from_secs(30)

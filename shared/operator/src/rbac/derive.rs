@@ -69,6 +69,7 @@ pub fn component_rules(
             workload_suffix: permissions.workload_suffix.as_deref(),
             component,
             labelled: &permissions.labelled,
+            tenant_roles: &permissions.tenant_roles,
         },
     ));
     // The kinds written beyond the bundles, which the pins keep to the

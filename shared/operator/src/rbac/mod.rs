@@ -46,6 +46,8 @@ pub const BY_NAME: &[&str] = &["delete", "get", "patch"];
 pub const UNNAMED: &[&str] = &["create", "list", "watch"];
 
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+/// Istio's security group, of the AuthorizationPolicies tenant access writes.
+pub(crate) const TENANT_POLICY_GROUP: &str = "security.istio.io";
 
 /// What an operator's permissions are made of.
 #[derive(Debug, Clone, Default)]
@@ -71,6 +73,9 @@ pub struct Permissions {
     pub extra_per_namespace: Vec<PolicyRule>,
     /// OpenShift SCCs granted to the bundles' ServiceAccounts.
     pub sccs: Vec<String>,
+    /// The ClusterRoles the code binds people and groups to in Kubeflow
+    /// profile namespaces (see `with_tenant_access`).
+    pub tenant_roles: Vec<String>,
     /// When the code names the bundles' workloads (one per entry of its
     /// resource), the suffix those names end with (see `pins`).
     pub workload_suffix: Option<String>,
@@ -118,6 +123,27 @@ impl Permissions {
     pub fn with_per_namespace(mut self, rules: impl IntoIterator<Item = PolicyRule>) -> Self {
         self.extra_per_namespace.extend(rules);
         self
+    }
+
+    /// Adds what giving people and groups access to Kubeflow profile
+    /// namespaces takes (the Dashboard's declared contributors): RoleBindings
+    /// to `roles` and Istio AuthorizationPolicies in any namespace, `bind`
+    /// on exactly those roles, and reading a namespace to see whether it is
+    /// a profile's. RBAC cannot limit these to profile namespaces, so the
+    /// pins do: only in namespaces labelled as a profile's, only objects of
+    /// the component's label, bindings only to `roles` and only of people
+    /// and groups (never a ServiceAccount or a `system:` name), policies
+    /// only ALLOW.
+    pub fn with_tenant_access(mut self, roles: &[&str]) -> Self {
+        self.tenant_roles
+            .extend(roles.iter().map(|r| r.to_string()));
+        let names: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
+        self.with([
+            rule(RBAC_GROUP, &["rolebindings"], MANAGE),
+            rule(TENANT_POLICY_GROUP, &["authorizationpolicies"], MANAGE),
+            named(RBAC_GROUP, "clusterroles", &names, &["bind"]),
+            rule("", &["namespaces"], &["get"]),
+        ])
     }
 
     /// Adds what granting the OpenShift SCC ClusterRoles

@@ -101,6 +101,9 @@ pub struct Extra<'a> {
     /// carrying it already may be changed or deleted (another party's
     /// object of the kind is never the operator's to touch).
     pub labelled: &'a [(String, String)],
+    /// The ClusterRoles the code binds people and groups to in Kubeflow
+    /// profile namespaces (empty: it gives no such access; see `tenant`).
+    pub tenant_roles: &'a [String],
 }
 
 pub use crate::labels::is_aggregation_label;
@@ -390,11 +393,15 @@ fn check(resources: &[&str], body: String, message: &str) -> Check {
 /// Deletes of the namespaced kinds: only the bundles' names (as their
 /// writes), so an operator's token cannot remove another party's role,
 /// binding or workload in an allowed namespace.
-fn deletes(workload_key: &str) -> Check {
+fn deletes(workload_key: &str, tenant: Option<String>) -> Check {
+    let tenant = tenant
+        .map(|t| format!("(request.resource.resource == 'rolebindings' && {t}) || "))
+        .unwrap_or_default();
     Check {
         expression: format!(
             "request.operation != 'DELETE' || \
-             (request.resource.resource == 'roles' && oldObject.metadata.name in variables.roleRules) || \
+             !(request.resource.resource in ['roles', 'rolebindings', 'deployments', 'statefulsets', 'daemonsets']) || \
+             (request.resource.resource == 'roles' && oldObject.metadata.name in variables.roleRules) || {tenant}\
              (request.resource.resource == 'rolebindings' && (oldObject.metadata.name in variables.bindingRoles || \
              (oldObject.roleRef.name.startsWith('system:openshift:scc:') && \
              oldObject.metadata.name.endsWith('-scc-' + oldObject.roleRef.name.substring(21))))) || \
@@ -406,19 +413,102 @@ fn deletes(workload_key: &str) -> Check {
     }
 }
 
+/// Whether `of` (object or oldObject) carries the component's label.
+fn ours(of: &str, component: &str) -> String {
+    format!(
+        "(has({of}.metadata.labels) && {key} in {of}.metadata.labels && {of}.metadata.labels[{key}] == {c})",
+        key = quote(crate::labels::COMPONENT),
+        c = quote(component)
+    )
+}
+
+/// The label the profile controller gives each profile's namespace (from
+/// its namespace-labels configuration, the same in both releases).
+const PROFILE_NAMESPACE_LABEL: (&str, &str) = ("app.kubernetes.io/part-of", "kubeflow-profile");
+
+/// Whether the request's namespace is a Kubeflow profile's.
+fn profile_namespace() -> String {
+    let (k, v) = PROFILE_NAMESPACE_LABEL;
+    format!(
+        "(namespaceObject != null && has(namespaceObject.metadata.labels) && {k} in namespaceObject.metadata.labels && \
+         namespaceObject.metadata.labels[{k}] == {v})",
+        k = quote(k),
+        v = quote(v)
+    )
+}
+
+/// A RoleBinding the code writes in a profile namespace: its own label,
+/// one of `roles`, and only people and groups, none Kubernetes' own (a
+/// User named `system:serviceaccount:...` is a ServiceAccount, and
+/// `system:serviceaccounts` or `system:authenticated` everyone of a kind).
+fn tenant_binding(extra: &Extra<'_>) -> String {
+    if extra.tenant_roles.is_empty() {
+        return String::new();
+    }
+    format!(
+        " || ({} && {} && object.roleRef.kind == 'ClusterRole' && object.roleRef.name in {} && \
+         has(object.subjects) && size(object.subjects) > 0 && \
+         object.subjects.all(s, (s.kind == 'User' || s.kind == 'Group') && !s.name.startsWith('system:')))",
+        ours("object", extra.component),
+        profile_namespace(),
+        list(extra.tenant_roles)
+    )
+}
+
+/// What the code may delete of tenant access: its own, in profile namespaces.
+fn tenant_delete(extra: &Extra<'_>) -> String {
+    format!(
+        "{} && {}",
+        ours("oldObject", extra.component),
+        profile_namespace()
+    )
+}
+
+/// The pins of tenant access besides the bindings': AuthorizationPolicies
+/// only of the component's label, in profile namespaces, only ALLOW (a
+/// DENY would lock the namespace's people out, a CUSTOM send its requests
+/// to another authorizer); and a Profile only for a person (the profile
+/// controller makes its owner the namespace's admin, so an owner named
+/// after the operator's ServiceAccount would hand the operator that).
+fn tenant(extra: &Extra<'_>) -> Vec<Check> {
+    if extra.tenant_roles.is_empty() {
+        return Vec::new();
+    }
+    let policy = format!(
+        "{} && {} && (!has(object.spec) || ((!has(object.spec.action) || object.spec.action == 'ALLOW') && !has(object.spec.provider)))",
+        ours("object", extra.component),
+        profile_namespace()
+    );
+    vec![
+        check(
+            &["authorizationpolicies"],
+            policy,
+            "the operator may write only AuthorizationPolicies of its own label, ALLOW ones, in Kubeflow profile namespaces",
+        ),
+        Check {
+            expression: format!(
+                "request.operation != 'DELETE' || request.resource.resource != 'authorizationpolicies' || ({})",
+                tenant_delete(extra)
+            ),
+            message: "the operator may delete only its own AuthorizationPolicies in Kubeflow profile namespaces".into(),
+        },
+        check(
+            &["profiles"],
+            "!has(object.spec) || !has(object.spec.owner) || \
+             (object.spec.owner.kind == 'User' && !object.spec.owner.name.startsWith('system:'))"
+                .to_string(),
+            "the operator may make a Profile's owner only a person (kind User, no system: name)",
+        ),
+    ]
+}
+
 /// Objects of the kinds the code writes beyond the bundles: created only
 /// with the component's label, changed or deleted only when they carry it.
 fn labelled(extra: &Extra<'_>) -> Option<Check> {
     if extra.labelled.is_empty() {
         return None;
     }
-    let ours = |of: &str| {
-        format!(
-            "(has({of}.metadata.labels) && {key} in {of}.metadata.labels && {of}.metadata.labels[{key}] == {c})",
-            key = quote(crate::labels::COMPONENT),
-            c = quote(extra.component)
-        )
-    };
+    let ours = |of: &str| ours(of, extra.component);
     let guard: Vec<String> = extra
         .labelled
         .iter()
@@ -517,6 +607,13 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
         resource: r.to_string(),
         delete: true,
     }));
+    if !extra.tenant_roles.is_empty() {
+        resources.push(Matched {
+            group: crate::rbac::TENANT_POLICY_GROUP.into(),
+            resource: "authorizationpolicies".into(),
+            delete: true,
+        });
+    }
     resources.extend(extra.labelled.iter().map(|(g, r)| Matched {
         group: g.clone(),
         resource: r.clone(),
@@ -614,10 +711,15 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
                      object.roleRef.name.substring(21) in variables.sccs && has(object.subjects) && size(object.subjects) == 1 && \
                      object.subjects[0].kind == 'ServiceAccount' && object.subjects[0].name in variables.serviceAccounts && \
                      has(object.subjects[0].namespace) && object.subjects[0].namespace == object.metadata.namespace && \
-                     object.metadata.name == object.subjects[0].name + '-scc-' + object.roleRef.name.substring(21))",
-                    subjects_in("bindingSubjects")
+                     object.metadata.name == object.subjects[0].name + '-scc-' + object.roleRef.name.substring(21)){}",
+                    subjects_in("bindingSubjects"),
+                    tenant_binding(extra)
                 ),
-                "the operator may write only its bundles' RoleBindings, with their roleRef and subjects (ServiceAccounts in the allowed namespaces), and SCC grants to its bundles' ServiceAccounts",
+                if extra.tenant_roles.is_empty() {
+                    "the operator may write only its bundles' RoleBindings, with their roleRef and subjects (ServiceAccounts in the allowed namespaces), and SCC grants to its bundles' ServiceAccounts"
+                } else {
+                    "the operator may write only its bundles' RoleBindings, with their roleRef and subjects (ServiceAccounts in the allowed namespaces), SCC grants to its bundles' ServiceAccounts, and RoleBindings of its own label binding people and groups (no ServiceAccount, no system: name) to the Kubeflow roles in profile namespaces"
+                },
             ),
             check(
                 &WEBHOOK_CONFIGS,
@@ -663,10 +765,14 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
                 ),
                 "the operator may write only its bundles' workloads, each running as the bundle's ServiceAccount with no more of the host than the bundle gives it",
             ),
-            deletes(&workload_key("oldObject")),
+            deletes(
+                &workload_key("oldObject"),
+                (!extra.tenant_roles.is_empty()).then(|| tenant_delete(extra)),
+            ),
         ]
         .into_iter()
         .chain(labelled(extra))
+        .chain(tenant(extra))
         .collect(),
     }
 }
@@ -738,6 +844,7 @@ mod tests {
                 workload_suffix: None,
                 component: "training",
                 labelled: &[],
+                tenant_roles: &[],
             },
         );
         assert_eq!(
@@ -834,6 +941,57 @@ mod tests {
                 .iter()
                 .any(|c| c.expression.contains("profiles"))
         );
+    }
+
+    #[test]
+    fn tenant_access_is_pinned_to_profile_namespaces_people_and_the_kubeflow_roles() {
+        let roles = ["kubeflow-edit".to_string(), "kubeflow-view".to_string()];
+        let p = pins(
+            &[],
+            &Extra {
+                component: "dashboard",
+                tenant_roles: &roles,
+                ..Default::default()
+            },
+        );
+        let all: Vec<&str> = p
+            .validations
+            .iter()
+            .map(|c| c.expression.as_str())
+            .collect();
+        let bindings = all
+            .iter()
+            .find(|e| e.starts_with("(request.resource.resource != 'rolebindings')"))
+            .expect("a check of rolebindings");
+        for part in [
+            "object.roleRef.name in ['kubeflow-edit', 'kubeflow-view']",
+            "(s.kind == 'User' || s.kind == 'Group') && !s.name.startsWith('system:')",
+            "namespaceObject.metadata.labels['app.kubernetes.io/part-of'] == 'kubeflow-profile'",
+            "object.metadata.labels['components.kubeflow.org/component'] == 'dashboard'",
+        ] {
+            assert!(bindings.contains(part), "{part}: {bindings}");
+        }
+        for part in [
+            "object.spec.action == 'ALLOW') && !has(object.spec.provider)",
+            "request.resource.resource != 'authorizationpolicies' || ((has(oldObject.metadata.labels)",
+            "object.spec.owner.kind == 'User' && !object.spec.owner.name.startsWith('system:')",
+            "(request.resource.resource == 'rolebindings' && (has(oldObject.metadata.labels)",
+        ] {
+            assert!(all.iter().any(|e| e.contains(part)), "{part}: {all:#?}");
+        }
+        assert!(
+            p.resources
+                .iter()
+                .any(|m| m.resource == "authorizationpolicies" && m.delete)
+        );
+        // Without tenant access, none of it.
+        let none = pins(&[], &Extra::default());
+        let text: String = none
+            .validations
+            .iter()
+            .map(|c| c.expression.clone())
+            .collect();
+        assert!(!text.contains("kubeflow-profile") && !text.contains("authorizationpolicies"));
     }
 
     #[test]
