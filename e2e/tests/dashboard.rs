@@ -7,16 +7,22 @@
 //! request, the upgrade to v2.0.0 (nearly every object renamed) keeping the
 //! profiles, and removal keeping the CRDs and the declared profiles.
 //!
+//! Contributors (a person, an IdP group) get their bindings once the
+//! profile's namespace exists, are repaired there, and lose them when taken
+//! off the list.
+//!
 //! The profile controller itself is not run (its module is not served by
-//! the Go module proxy here), so the profiles' namespaces are not made.
+//! the Go module proxy here): where a namespace is needed the test makes it
+//! as the controller would (owned by the Profile, with its label).
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     component_api, condition, install_bundle_crds, merge, wait_condition, wait_gone,
@@ -75,6 +81,10 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
             wait_gone(&all_profiles, leftover, TIMEOUT).await;
         }
     }
+    // An earlier run's profile namespace (made by the test below).
+    let leftover: Api<Namespace> = Api::all(client.clone());
+    let _ = leftover.delete("team-a", &DeleteParams::default()).await;
+    wait_gone(&leftover, "team-a", TIMEOUT).await;
     let ns = TestNamespace::new(&client, "dashboard").await;
     let op = OperatorProcess::start(OPERATOR, &[]);
     let dashboards = component_api(&client, &ns.name, "Dashboard");
@@ -186,7 +196,97 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     .await;
     assert_eq!(op.writes().await, before, "nothing written");
 
-    // team-b taken off the list: released, not deleted.
+    // Contributors: nothing until the profile's namespace exists, then
+    // KFAM's bindings (and a person's AuthorizationPolicy). The profile
+    // controller is not run here, so the test makes the namespace as it
+    // would: owned by the Profile, with its profile label.
+    merge(
+        &dashboards,
+        "kubeflow",
+        json!({"spec": {"profiles": [
+            {"name": "team-a", "owner": "jane@example.com", "resourceQuota": {"cpu": "8", "requests.nvidia.com/gpu": "2"},
+             "contributors": [{"user": "Joe@example.com", "role": "edit"}, {"group": "ml-researchers", "role": "view"}]},
+            {"name": "team-b", "owner": "joe@example.com"}]}}),
+    )
+    .await;
+    wait_for(
+        "team-a's contributors awaiting its namespace",
+        TIMEOUT,
+        || async {
+            let cr = dashboards.get("kubeflow").await.ok()?;
+            (cr.data.pointer("/status/contributorsPending") == Some(&json!(["team-a"]))
+                && condition(&cr, "Ready")?.0 == "True")
+                .then_some(())
+        },
+    )
+    .await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {
+                "name": "team-a",
+                "labels": {"app.kubernetes.io/part-of": "kubeflow-profile"},
+                "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "Profile", "name": "team-a",
+                    "uid": a_uid.clone().expect("uid"), "controller": true, "blockOwnerDeletion": true}]}}))
+            .expect("namespace"),
+        )
+        .await
+        .expect("team-a's namespace");
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "team-a");
+    let user = "user-joe-example-com-clusterrole-edit";
+    let group = "group-ml-researchers-clusterrole-view";
+    let joe = wait_for("the contributors' bindings", TIMEOUT, || async {
+        let joe = bindings.get_opt(user).await.ok()??;
+        bindings.get_opt(group).await.ok()??;
+        Some(joe)
+    })
+    .await;
+    assert_eq!(joe.role_ref.name, "kubeflow-edit");
+    let subjects = joe.subjects.clone().unwrap_or_default();
+    assert_eq!(
+        (subjects[0].kind.as_str(), subjects[0].name.as_str()),
+        ("User", "Joe@example.com")
+    );
+    assert_eq!(
+        joe.annotations().get("role").map(String::as_str),
+        Some("edit")
+    );
+    let policies = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        "team-a",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("security.istio.io", "v1beta1", "AuthorizationPolicy"),
+            "authorizationpolicies",
+        ),
+    );
+    let policy = policies.get(user).await.expect("joe's policy");
+    assert_eq!(
+        policy.data["spec"]["rules"][0]["when"][0]["values"],
+        json!(["Joe@example.com"])
+    );
+    assert!(policies.get_opt(group).await.expect("get").is_none());
+    wait_for("nothing pending", TIMEOUT, || async {
+        let cr = dashboards.get("kubeflow").await.ok()?;
+        cr.data
+            .pointer("/status/contributorsPending")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // A binding outside the allowed namespaces is watched and repaired too.
+    bindings
+        .delete(user, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("joe's binding repaired", TIMEOUT, || async {
+        let again = bindings.get_opt(user).await.ok()??;
+        (again.uid() != joe.uid()).then_some(())
+    })
+    .await;
+
+    // team-b taken off the list: released, not deleted; team-a's
+    // contributors taken off with it lose their access.
     merge(
         &dashboards,
         "kubeflow",
@@ -200,6 +300,9 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
         (released.contains("team-b") && condition(&cr, "Ready")?.0 == "True").then_some(())
     })
     .await;
+    wait_gone(&bindings, user, TIMEOUT).await;
+    wait_gone(&bindings, group, TIMEOUT).await;
+    wait_gone(&policies, user, TIMEOUT).await;
     let b = all_profiles.get("team-b").await.expect("team-b stays");
     assert!(b.metadata.deletion_timestamp.is_none());
     assert!(!b.labels().contains_key("applyset.kubernetes.io/part-of"));

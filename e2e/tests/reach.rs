@@ -241,6 +241,185 @@ fn kubectl_as(kubeconfig: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Creates (or, with `delete`, deletes) `yaml`'s object as the operator;
+/// returns (success, stderr).
+fn object_as(kubeconfig: &str, verb: &str, yaml: &str) -> (bool, String) {
+    let file = std::env::temp_dir().join(format!("reach-{}.yaml", std::process::id()));
+    std::fs::write(&file, yaml).expect("write");
+    let path = file.display().to_string();
+    let result = kubectl_as(kubeconfig, &[verb, "-f", &path]);
+    let _ = std::fs::remove_file(&file);
+    result
+}
+
+/// The Dashboard operator's tenant access, tried for real: a binding of
+/// anyone but people and groups, of another role, without its label, or
+/// outside a profile namespace is refused; so is a DENY policy, a Profile
+/// owned by a ServiceAccount's name and the delete of another party's
+/// binding in a profile namespace. The one binding it is for is admitted.
+async fn tenant_access_is_pinned(client: &kube::Client, kubeconfig: &str) {
+    let me = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}-dashboard-operator");
+    let label = "components.kubeflow.org/component: dashboard";
+    let binding = |name: &str, role: &str, kind: &str, who: &str, labelled: bool| {
+        let labels = if labelled {
+            format!(", labels: {{{label}}}")
+        } else {
+            String::new()
+        };
+        let ns = if kind == "ServiceAccount" {
+            format!(", namespace: {OPERATOR_NAMESPACE}")
+        } else {
+            String::new()
+        };
+        let api = if kind == "ServiceAccount" {
+            String::new()
+        } else {
+            ", apiGroup: rbac.authorization.k8s.io".to_string()
+        };
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: team-a{labels}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\nsubjects: [{{kind: {kind}, name: \"{who}\"{ns}{api}}}]\n"
+        )
+    };
+    let jane = binding(
+        "reach-tenant",
+        "kubeflow-edit",
+        "User",
+        "jane@example.com",
+        true,
+    );
+    // team-a is not a profile's namespace yet: refused there.
+    let (made, err) = object_as(kubeconfig, "create", &jane);
+    assert!(!made, "a contributor binding outside a profile namespace");
+    assert!(err.contains("RoleBindings"), "{err}");
+    tool_ok(
+        "kubectl",
+        &[
+            "label",
+            "namespace",
+            "team-a",
+            "app.kubernetes.io/part-of=kubeflow-profile",
+            "--overwrite",
+        ],
+    );
+    for (what, yaml) in [
+        (
+            "its own ServiceAccount",
+            binding(
+                "reach-tenant",
+                "kubeflow-edit",
+                "ServiceAccount",
+                &format!("{RELEASE}-dashboard-operator"),
+                true,
+            ),
+        ),
+        (
+            "its own ServiceAccount's user name",
+            binding("reach-tenant", "kubeflow-edit", "User", &me, true),
+        ),
+        (
+            "every ServiceAccount",
+            binding(
+                "reach-tenant",
+                "kubeflow-view",
+                "Group",
+                "system:serviceaccounts",
+                true,
+            ),
+        ),
+        (
+            "cluster-admin",
+            binding(
+                "reach-tenant",
+                "cluster-admin",
+                "User",
+                "jane@example.com",
+                true,
+            ),
+        ),
+        (
+            "a binding without its label",
+            binding(
+                "reach-tenant",
+                "kubeflow-edit",
+                "User",
+                "jane@example.com",
+                false,
+            ),
+        ),
+    ] {
+        let (made, err) = object_as(kubeconfig, "create", &yaml);
+        assert!(!made, "the dashboard operator bound {what}");
+        assert!(
+            err.contains("RoleBindings") || err.contains("forbidden"),
+            "{what}: {err}"
+        );
+    }
+    let (made, err) = object_as(kubeconfig, "create", &jane);
+    assert!(
+        made,
+        "a contributor's binding in a profile namespace: {err}"
+    );
+    let (deleted, err) = object_as(kubeconfig, "delete", &jane);
+    assert!(deleted, "its own contributor binding: {err}");
+    // Another party's binding there, and policies.
+    apply_yaml(
+        client,
+        "team-a",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: reach-tenant-users}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]\n",
+    )
+    .await;
+    let (deleted, err) = kubectl_as(
+        kubeconfig,
+        &[
+            "delete",
+            "rolebinding",
+            "reach-tenant-users",
+            "-n",
+            "team-a",
+        ],
+    );
+    assert!(
+        !deleted,
+        "the dashboard operator deleted another party's binding"
+    );
+    assert!(err.contains("may delete only"), "{err}");
+    let policy = |action: &str| {
+        format!(
+            "apiVersion: security.istio.io/v1beta1\nkind: AuthorizationPolicy\nmetadata: {{name: reach-tenant, namespace: team-a, labels: {{{label}}}}}\nspec: {{action: {action}, rules: [{{}}]}}\n"
+        )
+    };
+    let (made, err) = object_as(kubeconfig, "create", &policy("DENY"));
+    assert!(!made, "a DENY policy in a profile namespace");
+    assert!(err.contains("AuthorizationPolicies"), "{err}");
+    let (made, err) = object_as(kubeconfig, "create", &policy("ALLOW"));
+    assert!(made, "an ALLOW policy of its own: {err}");
+    let (deleted, err) = object_as(kubeconfig, "delete", &policy("ALLOW"));
+    assert!(deleted, "{err}");
+    let profile = format!(
+        "apiVersion: kubeflow.org/v1\nkind: Profile\nmetadata: {{name: reach-tenant, labels: {{{label}}}}}\nspec: {{owner: {{kind: User, name: \"{me}\"}}}}\n"
+    );
+    let (made, err) = object_as(kubeconfig, "create", &profile);
+    assert!(
+        !made,
+        "a Profile owned by the operator's own ServiceAccount"
+    );
+    assert!(err.contains("owner only a person"), "{err}");
+    tool_ok(
+        "kubectl",
+        &[
+            "delete",
+            "rolebinding",
+            "reach-tenant-users",
+            "-n",
+            "team-a",
+        ],
+    );
+    tool_ok(
+        "kubectl",
+        &["label", "namespace", "team-a", "app.kubernetes.io/part-of-"],
+    );
+}
+
 #[tokio::test]
 async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
     let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
@@ -269,6 +448,11 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             // holds the one binding it may write to the bundle's subject
             // (the widening attempts below try it for real).
             let bundled = c == "dashboard" && action.0 == "bind" && action.3 == "cluster-admin";
+            // The Dashboard operator binds declared contributors in profile
+            // namespaces, which RBAC cannot name: admission pins it (tried
+            // for real below).
+            let tenant = c == "dashboard" && action.2 == "rolebindings";
+            let bundled = bundled || tenant;
             assert_eq!(can_i(&kubeconfig, *action), bundled, "{c} may {action:?}");
         }
         let rules = listed(&kubeconfig, "team-a");
@@ -286,7 +470,8 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
                     "{c} may write {resource} cluster-wide: {verbs:?}"
                 );
             }
-            if is_one_of(resource, GUARDED) && names.is_empty() {
+            let tenant = c == "dashboard" && resource == "rolebindings.rbac.authorization.k8s.io";
+            if is_one_of(resource, GUARDED) && names.is_empty() && !tenant {
                 for v in verbs {
                     assert!(
                         matches!(v.as_str(), "create" | "get" | "list" | "watch"),
@@ -649,6 +834,10 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             );
         }
     }
+
+    // Tenant access: the Dashboard operator may bind people and groups to
+    // the Kubeflow roles in profile namespaces, and nothing else with it.
+    tenant_access_is_pinned(&client, &demo.kubeconfig("dashboard").display().to_string()).await;
 
     // Another party's RoleBinding and Deployment in an allowed namespace:
     // no operator deletes them (RBAC cannot name a namespaced delete; the

@@ -474,8 +474,11 @@ fn tenant(extra: &Extra<'_>) -> Vec<Check> {
     if extra.tenant_roles.is_empty() {
         return Vec::new();
     }
+    // In the allowed namespaces the bundles' own policies are written as
+    // any namespaced kind there is (the Role grants them).
     let policy = format!(
-        "{} && {} && (!has(object.spec) || ((!has(object.spec.action) || object.spec.action == 'ALLOW') && !has(object.spec.provider)))",
+        "request.namespace in variables.allowedNamespaces || ({} && {} && \
+         (!has(object.spec) || ((!has(object.spec.action) || object.spec.action == 'ALLOW') && !has(object.spec.provider))))",
         ours("object", extra.component),
         profile_namespace()
     );
@@ -483,14 +486,15 @@ fn tenant(extra: &Extra<'_>) -> Vec<Check> {
         check(
             &["authorizationpolicies"],
             policy,
-            "the operator may write only AuthorizationPolicies of its own label, ALLOW ones, in Kubeflow profile namespaces",
+            "outside the allowed namespaces, the operator may write only AuthorizationPolicies of its own label, ALLOW ones, in Kubeflow profile namespaces",
         ),
         Check {
             expression: format!(
-                "request.operation != 'DELETE' || request.resource.resource != 'authorizationpolicies' || ({})",
+                "request.operation != 'DELETE' || request.resource.resource != 'authorizationpolicies' || \
+                 request.namespace in variables.allowedNamespaces || ({})",
                 tenant_delete(extra)
             ),
-            message: "the operator may delete only its own AuthorizationPolicies in Kubeflow profile namespaces".into(),
+            message: "outside the allowed namespaces, the operator may delete only its own AuthorizationPolicies in Kubeflow profile namespaces".into(),
         },
         check(
             &["profiles"],
@@ -973,7 +977,7 @@ mod tests {
         }
         for part in [
             "object.spec.action == 'ALLOW') && !has(object.spec.provider)",
-            "request.resource.resource != 'authorizationpolicies' || ((has(oldObject.metadata.labels)",
+            "request.resource.resource != 'authorizationpolicies' || request.namespace in variables.allowedNamespaces || ((has(oldObject.metadata.labels)",
             "object.spec.owner.kind == 'User' && !object.spec.owner.name.startsWith('system:')",
             "(request.resource.resource == 'rolebindings' && (has(oldObject.metadata.labels)",
         ] {
