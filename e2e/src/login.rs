@@ -70,6 +70,48 @@ pub async fn create_users_secret(client: &Client, ns: &str, users: &[TestUser]) 
         .expect("create the users Secret");
 }
 
+/// What an Auth test needs of Istio without running it: Istio's CRDs and
+/// the gateway's namespace (Istio would have made both), without what an
+/// earlier run that stopped half-way left there (the sweep removed its Auth
+/// with no operator to clean up after it). Returns the serial lock's guard
+/// and the client, as `component::prepare` does.
+pub async fn prepare_auth() -> (Client, tokio::sync::MutexGuard<'static, ()>) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
+    use kube::core::GroupVersionKind;
+
+    let (client, guard) = crate::component::prepare(&["Auth"], &["auth"]).await;
+    crate::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "istio-system"}}))
+                .expect("ns"),
+        )
+        .await;
+    for (kind, plural) in [
+        ("AuthorizationPolicy", "authorizationpolicies"),
+        ("RequestAuthentication", "requestauthentications"),
+    ] {
+        let api = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "istio-system",
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("security.istio.io", "v1beta1", kind),
+                plural,
+            ),
+        );
+        let _ = api
+            .delete_collection(
+                &DeleteParams::default(),
+                &ListParams::default().labels("components.kubeflow.org/component=auth"),
+            )
+            .await;
+    }
+    (client, guard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,10 +14,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kubeflow_e2e::component::{
-    component_api, condition, install_bundle_crds, merge, wait_condition, wait_gone,
-};
+use kube::api::{Api, DeleteParams, ListParams};
+use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
 use kubeflow_e2e::login::{TestUser, USERS_SECRET, create_users_secret};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -52,16 +50,8 @@ fn published_hash() -> String {
 #[tokio::test]
 async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgrades_and_switches_to_oidc()
  {
-    let (client, _g) = kubeflow_e2e::component::prepare(&["Auth"], &["auth"]).await;
-    install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
-    // The gateway's namespace, which Istio would have made.
+    let (client, _g) = kubeflow_e2e::login::prepare_auth().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let _ = namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "istio-system"}})).expect("ns"),
-        )
-        .await;
     let ns = TestNamespace::new(&client, "auth").await;
     let jane = TestUser::random("jane@example.com");
     create_users_secret(&client, &ns.name, std::slice::from_ref(&jane)).await;

@@ -257,6 +257,7 @@ impl Component for AuthComponent {
             bundled_dex,
             email_domains: spec.allowed_email_domains.as_deref().unwrap_or_default(),
             groups: spec.allowed_groups.as_deref().unwrap_or_default(),
+            redirect_url: spec.oidc.as_ref().and_then(|o| o.redirect_url.as_deref()),
         };
         let keep = ProxySecrets {
             client_id,

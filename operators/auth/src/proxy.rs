@@ -42,6 +42,9 @@ pub struct Login<'a> {
     pub email_domains: &'a [String],
     /// Required groups; empty: none.
     pub groups: &'a [String],
+    /// The callback URL registered with an external provider; None: dex's
+    /// relative one, or one built from each request's host.
+    pub redirect_url: Option<&'a str>,
 }
 
 /// Applies the login settings and the secrets to the bundle's objects;
@@ -160,14 +163,25 @@ fn config(text: &str, login: &Login<'_>) -> String {
             (!login.groups.is_empty()).then(|| list(login.groups)),
         ),
     ];
+    if let Some(url) = login.redirect_url {
+        set.push(("redirect_url", Some(quoted(url))));
+    }
     if !login.bundled_dex {
-        // Discovery finds the provider's login, token and key URLs.
+        // Discovery finds the provider's login, token and key URLs. The
+        // callback is dex's relative path only beside dex (same host):
+        // a provider elsewhere must be sent back to an absolute URL, which
+        // oauth2-proxy builds from the request's host. `prompt = none`
+        // would have the provider refuse anyone not logged in there
+        // already (dex ignores it). The login test runs the real
+        // oauth2-proxy through a provider's redirects with this.
         set.extend([
             ("skip_oidc_discovery", Some("false".to_string())),
             ("login_url", None),
             ("redeem_url", None),
             ("oidc_jwks_url", None),
             ("provider_display_name", None),
+            ("relative_redirect_url", None),
+            ("prompt", None),
         ]);
     }
     let mut out: Vec<String> = Vec::new();
@@ -196,7 +210,26 @@ fn config(text: &str, login: &Login<'_>) -> String {
 mod tests {
     use super::*;
 
-    const BUNDLE: &str = "provider = \"oidc\"\noidc_issuer_url = \"http://dex.auth.svc.cluster.local:5556/dex\"\nemail_domains = [ \"*\" ]\nskip_auth_routes = [\n  \"^/dex/\",\n]\nskip_oidc_discovery = true\nlogin_url = \"/dex/auth\"\nredeem_url = \"http://dex/token\"\noidc_jwks_url = \"http://dex/keys\"\nprovider_display_name = \"Dex\"\n";
+    const BUNDLE: &str = "provider = \"oidc\"\noidc_issuer_url = \"http://dex.auth.svc.cluster.local:5556/dex\"\nemail_domains = [ \"*\" ]\nskip_auth_routes = [\n  \"^/dex/\",\n]\nskip_oidc_discovery = true\nlogin_url = \"/dex/auth\"\nredeem_url = \"http://dex/token\"\noidc_jwks_url = \"http://dex/keys\"\nprovider_display_name = \"Dex\"\nprompt = \"none\"\nredirect_url = \"/oauth2/callback\"\nrelative_redirect_url = true\n";
+
+    #[test]
+    fn an_external_providers_callback_is_absolute() {
+        let out = config(
+            BUNDLE,
+            &Login {
+                issuer: "https://login.example.com/realms/kf",
+                bundled_dex: false,
+                email_domains: &[],
+                groups: &[],
+                redirect_url: Some("https://kubeflow.example.com/oauth2/callback"),
+            },
+        );
+        assert!(
+            out.contains("redirect_url = \"https://kubeflow.example.com/oauth2/callback\""),
+            "{out}"
+        );
+        assert_eq!(out.matches("redirect_url").count(), 1, "{out}");
+    }
 
     #[test]
     fn an_external_provider_is_found_by_discovery_and_the_settings_are_written_once() {
@@ -209,6 +242,7 @@ mod tests {
                 bundled_dex: false,
                 email_domains: &domains,
                 groups: &groups,
+                redirect_url: None,
             },
         );
         assert!(
@@ -226,6 +260,8 @@ mod tests {
             "redeem_url",
             "oidc_jwks_url",
             "provider_display_name",
+            "relative_redirect_url",
+            "prompt",
         ] {
             assert!(!out.contains(gone), "{gone}: {out}");
         }
@@ -245,6 +281,7 @@ mod tests {
                 bundled_dex: true,
                 email_domains: &[],
                 groups: &[],
+                redirect_url: None,
             },
         );
         assert!(out.contains("login_url = \"/dex/auth\""), "{out}");

@@ -49,6 +49,17 @@ pub struct ExternalOidc {
     pub client_id: String,
     /// The client's secret: a key of a Secret in this resource's namespace.
     pub client_secret: SecretKeyRef,
+    /// The callback URL registered with the provider
+    /// (`https://<the host users reach Kubeflow at>/oauth2/callback`).
+    /// Default: built from each request's host, with the scheme the
+    /// request reached oauth2-proxy with (http behind a gateway that ends
+    /// TLS): set it when Kubeflow is served over https.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 10, max = 2048),
+        regex(pattern = r"^https?://[^\s/]+(/[^\s]*)?/oauth2/callback$")
+    )]
+    pub redirect_url: Option<String>,
 }
 
 component_crd! {
