@@ -469,7 +469,42 @@ async fn a_second_inventory_cannot_take_a_held_cluster_object_and_applies_nothin
         "nothing applied"
     );
 
-    cleanup_all::<Training>(&engine, &client, &a.name).await;
+    // The holder gone without its cleanup (its finalizer taken off by
+    // hand): it holds nothing any more, and the next instance adopts what
+    // it left, the cluster scope's claim included.
+    let trainings: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &a.name,
+        &ApiResource::erase::<Training>(&()),
+    );
+    trainings
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete the holder");
+    wait_gone(&trainings, "kubeflow", Duration::from_secs(60)).await;
+    let mut objects = kubeflow_e2e::parse_yaml(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: would-be-created, namespace: {}}}\n",
+        b.name
+    ));
+    objects.extend(kubeflow_e2e::parse_yaml(role));
+    apply::<Training>(&engine, &client, "kubeflow", &b.name, objects)
+        .await
+        .expect("an orphan's objects are adopted");
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    let adopted = roles.get("kubeflow-e2e-shared-role").await.expect("role");
+    assert_eq!(
+        adopted.labels().get(labels::OWNER_NAMESPACE),
+        Some(&b.name),
+        "adopted by the new instance"
+    );
+    assert!(
+        cms.get_opt("would-be-created")
+            .await
+            .expect("get")
+            .is_some()
+    );
+
+    cleanup_all::<Training>(&engine, &client, &b.name).await;
     a.delete().await;
     b.delete().await;
 }

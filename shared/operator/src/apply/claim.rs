@@ -55,9 +55,20 @@ impl Engine {
             },
         };
         let labels = live.metadata.labels.clone().unwrap_or_default();
+        let holder_gone = match labels.get(labels::APPLYSET_PART_OF) {
+            Some(id) if *id != req.inventory.id => {
+                let ns = labels
+                    .get(labels::OWNER_NAMESPACE)
+                    .cloned()
+                    .unwrap_or_default();
+                let owner = labels.get(labels::OWNER_NAME).cloned().unwrap_or_default();
+                self.holder_gone(req, id, &ns, &owner).await?
+            }
+            _ => false,
+        };
         match labels.get(labels::APPLYSET_PART_OF) {
             Some(id) if *id == req.inventory.id => Ok(key),
-            Some(_) => Err(ApplyError::Conflict {
+            Some(_) if !holder_gone => Err(ApplyError::Conflict {
                 object: format!("the cluster-scoped objects of {}", req.inventory.component),
                 holder: format!(
                     "{}/{}",
@@ -68,9 +79,10 @@ impl Engine {
                     labels.get(labels::OWNER_NAME).cloned().unwrap_or_default()
                 ),
             }),
-            None => {
-                // Released by its last holder: take it, on condition nobody
-                // changed it since the read (the replace carries its version).
+            _ => {
+                // Released by its last holder, or held by one that no
+                // longer exists: take it, on condition nobody changed it
+                // since the read (the replace carries its version).
                 let mut taken = role;
                 taken.metadata.resource_version = live.metadata.resource_version.clone();
                 api.replace(&name, &self.post_params(), &taken)
@@ -94,5 +106,75 @@ fn failed(verb: &'static str, name: &str, source: kube::Error) -> ApplyError {
         verb,
         object: format!("ClusterRole {name}"),
         source,
+    }
+}
+
+impl Engine {
+    /// The first object another inventory holds, that inventory's parent
+    /// still existing: then nothing is applied. A holder that no longer
+    /// exists (its finalizer taken off by hand, so its cleanup never ran)
+    /// holds nothing, and its objects are adopted: otherwise they would
+    /// block every later instance of the component for ever.
+    pub(super) async fn live_conflict(
+        &self,
+        planned: &[super::plan::Planned],
+        req: &ApplyRequest<'_>,
+    ) -> Result<Option<ApplyError>, ApplyError> {
+        let mut gone: BTreeMap<(String, String, String), bool> = BTreeMap::new();
+        for p in planned {
+            let Some(live) = p.live.as_ref() else {
+                continue;
+            };
+            let Some((id, ns, name)) = crate::inventory::holder(live) else {
+                continue;
+            };
+            if id == req.inventory.id {
+                continue;
+            }
+            let key = (id.clone(), ns.clone(), name.clone());
+            let is_gone = match gone.get(&key) {
+                Some(g) => *g,
+                None => {
+                    let g = self.holder_gone(req, &id, &ns, &name).await?;
+                    gone.insert(key, g);
+                    g
+                }
+            };
+            if !is_gone {
+                return Ok(Some(ApplyError::Conflict {
+                    object: super::describe(&p.desired),
+                    holder: format!("{ns}/{name}"),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether the inventory `id` was a parent of this request's kind at
+    /// `namespace/name` that no longer exists. A holder of another kind is
+    /// never taken for gone: this operator cannot tell.
+    pub(super) async fn holder_gone(
+        &self,
+        req: &ApplyRequest<'_>,
+        id: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, ApplyError> {
+        let r = req.parent_resource;
+        if name.is_empty()
+            || id != crate::inventory::applyset_id(name, namespace, &r.kind, &r.group)
+        {
+            return Ok(false);
+        }
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, r);
+        api.get_metadata_opt(name)
+            .await
+            .map(|found| found.is_none())
+            .map_err(|source| ApplyError::Api {
+                verb: "get",
+                object: format!("{} {namespace}/{name}", r.kind),
+                source,
+            })
     }
 }

@@ -189,7 +189,7 @@ impl Engine {
         plan::prepare(&mut objects, &req, &member_labels);
         // Everything is read first: a conflict anywhere means nothing is applied.
         let mut planned = self.read(objects).await?;
-        if let Some(conflict) = plan::conflict(&planned, &req.inventory.id) {
+        if let Some(conflict) = self.live_conflict(&planned, &req).await? {
             return Err(conflict);
         }
         plan::drop_foreign_namespaces(&mut planned);

@@ -203,17 +203,6 @@ impl Engine {
     }
 }
 
-/// The first object another inventory holds: then nothing is applied.
-pub(super) fn conflict(planned: &[Planned], inventory_id: &str) -> Option<ApplyError> {
-    planned.iter().find_map(|p| {
-        let (id, ns, name) = inventory::holder(p.live.as_ref()?)?;
-        (id != inventory_id).then(|| ApplyError::Conflict {
-            object: describe(&p.desired),
-            holder: format!("{ns}/{name}"),
-        })
-    })
-}
-
 /// A Namespace that exists and is not ours is someone else's (the chart's,
 /// a person's): it is used, never adopted.
 pub(super) fn drop_foreign_namespaces(planned: &mut Vec<Planned>) {
