@@ -320,7 +320,7 @@ impl Component for DashboardComponent {
     }
 
     /// Soon again while a declared profile's namespace is awaited, so its
-    /// contributors get access within seconds of the profile controller
+    /// contributors get access within 10 s of the profile controller
     /// making it (nothing of ours is watched there yet).
     fn recheck_soon(&self, status: &DashboardStatus) -> bool {
         status.contributors_pending.is_some()

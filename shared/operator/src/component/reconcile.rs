@@ -55,8 +55,10 @@ pub(super) async fn platform_of<C: Component>(
 /// it with a condition a person can act on and nothing written; any other
 /// failure, before or during the apply, with Ready false at this generation
 /// (the skeleton writes both).
-/// The requeue while the component awaits another controller's object.
-const RECHECK_SOON: Duration = Duration::from_secs(2);
+/// The requeue while the component awaits another controller's object:
+/// soon, but each pass reads every object of the component, and the wait
+/// may be long (that controller not running).
+const RECHECK_SOON: Duration = Duration::from_secs(10);
 
 pub(super) async fn apply<C: Component>(
     cr: &C::Resource,
