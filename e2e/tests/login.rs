@@ -260,16 +260,26 @@ fn header(headers: &str, name: &str) -> Option<String> {
 /// A JWT's claims (the token's signature is the provider's; oauth2-proxy
 /// verified it against the provider's keys before handing it out).
 fn claims(token: &str) -> Value {
+    use base64::Engine;
     let payload = token.split('.').nth(1).expect("a JWT");
-    let out = output(
-        "python3",
-        &[
-            "-c",
-            "import base64,sys; p=sys.argv[1]; print(base64.urlsafe_b64decode(p + '=' * (-len(p) % 4)).decode())",
-            payload,
-        ],
-    );
-    serde_json::from_slice(&out.stdout).expect("claims")
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .expect("base64url");
+    serde_json::from_slice(&json).expect("claims")
+}
+
+/// A login from `/oauth2/start` through the provider's redirects, cookies
+/// kept in `jar`: the final status and the URL it ended at.
+fn log_in(url: &str, jar: &Path) -> (u16, String) {
+    let jar = jar.display().to_string();
+    let (code, _, landed) = curl(&[
+        "-c",
+        &jar,
+        "-b",
+        &jar,
+        &format!("{url}/oauth2/start?rd=%2Fjupyter%2F"),
+    ]);
+    (code, landed)
 }
 
 #[tokio::test]
@@ -282,13 +292,7 @@ async fn a_person_logs_in_through_the_installed_oauth2_proxy_and_others_are_turn
 
     // The provider's client secret, random, in the Secret the Auth
     // resource names (and a file the provider reads it from).
-    let secret_value = output(
-        "python3",
-        &["-c", "import secrets; print(secrets.token_hex(24))"],
-    );
-    let secret_value = String::from_utf8_lossy(&secret_value.stdout)
-        .trim()
-        .to_string();
+    let secret_value = kubeflow_operator::secrets::random_hex(24).expect("random");
     std::fs::write(dir.join("client-secret"), &secret_value).expect("write");
     apply_yaml(
         &client,
@@ -355,13 +359,7 @@ async fn a_person_logs_in_through_the_installed_oauth2_proxy_and_others_are_turn
     // Alice: through the provider's redirects and back with a session.
     let alice = dir.join("alice.jar");
     let jar = alice.display().to_string();
-    let (code, _, landed) = curl(&[
-        "-c",
-        &jar,
-        "-b",
-        &jar,
-        &format!("{url}/oauth2/start?rd=%2Fjupyter%2F"),
-    ]);
+    let (code, landed) = log_in(&url, &alice);
     let log = || std::fs::read_to_string(dir.join("oauth2-proxy.log")).unwrap_or_default();
     assert_eq!(code, 200, "alice's login ended at {landed}: {}", log());
     assert!(
@@ -392,13 +390,7 @@ async fn a_person_logs_in_through_the_installed_oauth2_proxy_and_others_are_turn
     // proxy turns her away and gives her no session.
     let mallory = dir.join("mallory.jar");
     let jar = mallory.display().to_string();
-    let (code, _, _) = curl(&[
-        "-c",
-        &jar,
-        "-b",
-        &jar,
-        &format!("{url}/oauth2/start?rd=%2Fjupyter%2F"),
-    ]);
+    let (code, _) = log_in(&url, &mallory);
     assert_eq!(code, 403, "{}", log());
     let (code, _, _) = curl(&["-b", &jar, &format!("{url}/oauth2/auth")]);
     assert_eq!(code, 401);

@@ -135,6 +135,22 @@ pub struct Watched {
     pub everywhere: bool,
 }
 
+impl Watched {
+    /// A kind no bundle defines a CRD for: Kubernetes' own, or another
+    /// project's (cert-manager's Certificate in the KServe bundles), which
+    /// is watched once its CRD exists, so a cluster without that project
+    /// costs no request.
+    pub fn of_kind(resource: ApiResource) -> Self {
+        Watched {
+            crd: crate::kinds::is_served_by_crd(&resource.group)
+                .then(|| format!("{}.{}", resource.plural, resource.group)),
+            namespaced: !crate::kinds::is_builtin_cluster_scoped(&resource.kind),
+            resource,
+            everywhere: false,
+        }
+    }
+}
+
 /// Every kind of the permissions' bundles (every version), one version per
 /// group and kind (the most stable one the bundles use), with the plural and
 /// scope the bundles' CRDs give it.
@@ -165,20 +181,7 @@ pub fn bundle_kinds(manifests_dir: &Path, permissions: &Permissions) -> Vec<Watc
                     namespaced: c.namespaced,
                     everywhere: false,
                 },
-                None => {
-                    let resource = ApiResource::from_gvk(&gvk);
-                    // Another project's kind (cert-manager's Certificate in
-                    // the KServe bundles): watched once its CRD exists, so
-                    // a cluster without that project costs no request.
-                    let crd = crate::kinds::is_served_by_crd(&gvk.group)
-                        .then(|| format!("{}.{}", resource.plural, gvk.group));
-                    Watched {
-                        namespaced: !crate::kinds::is_builtin_cluster_scoped(&gvk.kind),
-                        resource,
-                        crd,
-                        everywhere: false,
-                    }
-                }
+                None => Watched::of_kind(ApiResource::from_gvk(&gvk)),
             },
         )
         .collect()

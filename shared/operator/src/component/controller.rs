@@ -315,13 +315,7 @@ pub(super) fn watchable<C: Component>(
             rbac::allows(rules, &ar.group, &ar.plural, "watch")
         };
         if !covered && (grants(&permissions.extra) || grants(&permissions.extra_namespaced)) {
-            out.push(crate::watches::Watched {
-                crd: crate::kinds::is_served_by_crd(&ar.group)
-                    .then(|| format!("{}.{}", ar.plural, ar.group)),
-                namespaced: !crate::kinds::is_builtin_cluster_scoped(&ar.kind),
-                resource: ar,
-                everywhere: false,
-            });
+            out.push(crate::watches::Watched::of_kind(ar));
         }
     }
     // A namespaced kind the code writes anywhere (granted cluster-wide
