@@ -290,13 +290,14 @@ pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 11] = [
+pub const ALL_KINDS: [&str; 12] = [
     "Kubeflow",
     "Istio",
     "CertManager",
     "Auth",
     "Dashboard",
     "Notebooks",
+    "Katib",
     "Training",
     "Trainer",
     "Pipelines",
@@ -304,13 +305,14 @@ pub const ALL_KINDS: [&str; 11] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 11] = [
+pub const ALL_COMPONENTS: [&str; 12] = [
     "kubeflow",
     "istio",
     "cert-manager",
     "auth",
     "dashboard",
     "notebooks",
+    "katib",
     "training",
     "trainer",
     "pipelines",

@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 11] = [
+pub const COMPONENTS: [&str; 12] = [
     "meta",
     "istio",
     "cert-manager",
     "auth",
     "dashboard",
     "notebooks",
+    "katib",
     "training",
     "trainer",
     "serving",

@@ -428,13 +428,14 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 12] = [
+const IMAGE_COMPONENTS: [&str; 13] = [
     "cert-manager",
     "dex",
     "oauth2-proxy",
     "dashboard",
     "platform",
     "notebooks",
+    "katib",
     "training",
     "trainer",
     "pipelines",

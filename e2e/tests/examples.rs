@@ -11,13 +11,14 @@ use kubeflow_e2e::component::prepare;
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
 
 /// The kinds an example must exist for.
-const KINDS: [&str; 11] = [
+const KINDS: [&str; 12] = [
     "Kubeflow",
     "Istio",
     "CertManager",
     "Auth",
     "Dashboard",
     "Notebooks",
+    "Katib",
     "Pipelines",
     "Serving",
     "Training",

@@ -20,13 +20,14 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 11] = [
+const COMPONENTS: [&str; 12] = [
     "meta",
     "istio",
     "cert-manager",
     "auth",
     "dashboard",
     "notebooks",
+    "katib",
     "pipelines",
     "serving",
     "training",

@@ -736,6 +736,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
             "notebook-controller-role",
         ),
         ("auth", "dex", "dex"),
+        ("katib", "katib-controller", "katib-controller"),
         ("dashboard", "profiles-cluster-rolebinding", "cluster-admin"),
         (
             "istio",

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The user's objects, as (group, version, kind, plural, YAML).
-const USER_OBJECTS: [(&str, &str, &str, &str, &str); 7] = [
+const USER_OBJECTS: [(&str, &str, &str, &str, &str); 8] = [
     (
         "trainer.kubeflow.org",
         "v1alpha1",
@@ -65,6 +65,13 @@ const USER_OBJECTS: [(&str, &str, &str, &str, &str); 7] = [
         "apiVersion: kubeflow.org/v1\nkind: Notebook\nmetadata: {name: user-notebook}\nspec:\n  template:\n    spec:\n      containers: [{name: user-notebook, image: example.invalid/lab:1}]\n",
     ),
     (
+        "kubeflow.org",
+        "v1beta1",
+        "Experiment",
+        "experiments",
+        "apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {name: user-tuning}\nspec:\n  objective: {type: maximize, objectiveMetricName: accuracy}\n  algorithm: {algorithmName: random}\n  parameters:\n    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.01\", max: \"0.1\"}}\n",
+    ),
+    (
         "",
         "v1",
         "PersistentVolumeClaim",
@@ -90,13 +97,14 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 10] = [
+const OPERATORS: [&str; 11] = [
     "meta",
     "istio",
     "cert-manager",
     "auth",
     "dashboard",
     "notebooks",
+    "katib",
     "training",
     "trainer",
     "pipelines",
@@ -139,7 +147,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     let user = kubeflow_e2e::login::TestUser::random("user@example.com");
     kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
     let comps = format!(
-        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
+        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
         kubeflow_e2e::login::AUTH_ENTRY
     );
     apply_yaml(
@@ -203,6 +211,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("Istio", "1.30.1"),
         ("CertManager", "v1.20.2"),
         ("Notebooks", "v1.11.0"),
+        ("Katib", "v0.19.0"),
         ("Auth", "v7.15.2"),
         ("Dashboard", "v2.0.0"),
     ] {

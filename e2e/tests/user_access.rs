@@ -97,6 +97,7 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
             "deviceplugins.components.kubeflow.org",
             "certmanagers.components.kubeflow.org",
             "notebooks.components.kubeflow.org",
+            "katibs.components.kubeflow.org",
             "auths.components.kubeflow.org",
             "dashboards.components.kubeflow.org",
         ] {

@@ -89,6 +89,7 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
                 ComponentKind::Pipelines => stated(c.pipelines.as_ref(), kf, v, platform),
                 ComponentKind::Serving => stated(c.serving.as_ref(), kf, v, platform),
                 ComponentKind::Notebooks => stated(c.notebooks.as_ref(), kf, v, platform),
+                ComponentKind::Katib => stated(c.katib.as_ref(), kf, v, platform),
             };
             Child {
                 component,

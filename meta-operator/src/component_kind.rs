@@ -1,12 +1,12 @@
-//! The ten component kinds the `Kubeflow` CR stands for: their names, the
+//! The eleven component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
 use kubeflow_api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Notebooks, Pipelines, Serving, Trainer,
-    Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Notebooks, Pipelines, Serving,
+    Trainer, Training,
 };
 
 /// A component of Kubeflow, each with its own CR kind and operator.
@@ -32,12 +32,14 @@ pub enum ComponentKind {
     Serving,
     /// Kubeflow Notebooks.
     Notebooks,
+    /// Katib, hyperparameter tuning.
+    Katib,
 }
 
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 10] = [
+    pub const ORDER: [ComponentKind; 11] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
         ComponentKind::Auth,
@@ -48,6 +50,7 @@ impl ComponentKind {
         ComponentKind::Pipelines,
         ComponentKind::Serving,
         ComponentKind::Notebooks,
+        ComponentKind::Katib,
     ];
 
     /// The component's name, as in its operator's and CR's names.
@@ -63,6 +66,7 @@ impl ComponentKind {
             ComponentKind::Pipelines => "pipelines",
             ComponentKind::Serving => "serving",
             ComponentKind::Notebooks => "notebooks",
+            ComponentKind::Katib => "katib",
         }
     }
 
@@ -86,6 +90,13 @@ impl ComponentKind {
             // Its web apps' routes, login and menu, and its PVC viewer's
             // webhook certificate.
             ComponentKind::Notebooks => &[
+                ComponentKind::Istio,
+                ComponentKind::CertManager,
+                ComponentKind::Auth,
+                ComponentKind::Dashboard,
+            ],
+            // The same for its web app and its webhooks' certificate.
+            ComponentKind::Katib => &[
                 ComponentKind::Istio,
                 ComponentKind::CertManager,
                 ComponentKind::Auth,
@@ -128,6 +139,7 @@ impl ComponentKind {
             ComponentKind::Pipelines => ApiResource::erase::<Pipelines>(&()),
             ComponentKind::Serving => ApiResource::erase::<Serving>(&()),
             ComponentKind::Notebooks => ApiResource::erase::<Notebooks>(&()),
+            ComponentKind::Katib => ApiResource::erase::<Katib>(&()),
         }
     }
 }
@@ -168,7 +180,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 10);
+        assert_eq!(plurals.len(), 11);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

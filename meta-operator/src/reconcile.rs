@@ -11,7 +11,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Kubeflow, KubeflowStatus, Notebooks,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Kubeflow, KubeflowStatus, Notebooks,
     Pipelines, Serving, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
@@ -99,6 +99,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<Notebooks>::all(c.clone()),
             cfg(),
             "notebooks".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Katib>::all(c.clone()),
+            cfg(),
+            "katibs".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Training>::all(c.clone()),

@@ -41,6 +41,9 @@ pub struct Release {
     /// release's platform glue); releases before 26.03 carry none the
     /// operators install.
     pub dashboard: Option<&'static str>,
+    /// Katib's version; releases before 26.03 carry none the operators
+    /// install.
+    pub katib: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -59,6 +62,7 @@ pub const RELEASES: &[Release] = &[
         auth: None,
         dex: None,
         dashboard: None,
+        katib: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -73,6 +77,7 @@ pub const RELEASES: &[Release] = &[
         auth: None,
         dex: None,
         dashboard: None,
+        katib: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -88,6 +93,7 @@ pub const RELEASES: &[Release] = &[
         auth: Some("v7.14.3"),
         dex: Some("v2.45.0"),
         dashboard: Some("v1.10.0"),
+        katib: Some("v0.19.0"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -102,6 +108,7 @@ pub const RELEASES: &[Release] = &[
         auth: Some("v7.15.2"),
         dex: Some("v2.45.1"),
         dashboard: Some("v2.0.0"),
+        katib: Some("v0.19.0"),
     },
 ];
 
@@ -119,6 +126,7 @@ impl Release {
             ComponentKind::Notebooks => self.notebooks,
             ComponentKind::Auth => self.auth,
             ComponentKind::Dashboard => self.dashboard,
+            ComponentKind::Katib => self.katib,
             ComponentKind::DevicePlugins => None,
         }
     }
@@ -359,7 +367,7 @@ mod tests {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
         // istio, cert-manager ("n/r": not in that release's bundles), dex,
-        // oauth2-proxy, dashboard, notebooks, then the components no
+        // oauth2-proxy, dashboard, notebooks, katib, then the components no
         // operator installs yet.
         let readme =
             std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
@@ -381,8 +389,8 @@ mod tests {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
             let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (cert_manager, dex, auth, dashboard, notebooks) =
-                (given(6), given(7), given(8), given(9), given(10));
+            let (cert_manager, dex, auth, dashboard, notebooks, katib) =
+                (given(6), given(7), given(8), given(9), given(10), given(11));
             assert_eq!(
                 (
                     r.training,
@@ -394,7 +402,8 @@ mod tests {
                     r.dex,
                     r.auth,
                     r.dashboard,
-                    r.notebooks
+                    r.notebooks,
+                    r.katib
                 ),
                 (
                     row[1].as_str(),
@@ -406,7 +415,8 @@ mod tests {
                     dex,
                     auth,
                     dashboard,
-                    notebooks
+                    notebooks,
+                    katib
                 ),
                 "{}",
                 r.kubeflow

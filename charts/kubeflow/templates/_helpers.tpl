@@ -11,6 +11,7 @@ pipelines: pipelines
 istio: istio
 certManager: cert-manager
 notebooks: notebooks
+katib: katib
 auth: auth
 dashboard: dashboard
 devicePlugins: device-plugins

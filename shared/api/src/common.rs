@@ -388,6 +388,19 @@ pub fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
     })
 }
 
+/// What happens to a component's bundled database and object store volumes
+/// (and the generated credentials that open them) on removal.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum VolumePolicy {
+    /// Keep the PersistentVolumeClaims (the default: no data loss).
+    #[default]
+    Retain,
+    /// Delete them with the component.
+    Delete,
+}
+
 /// A reference to a key of a Secret in the component's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Kubeflow, Notebooks, Pipelines, Serving,
-    Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Kubeflow, Notebooks, Pipelines,
+    Serving, Trainer, Training,
 };
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
@@ -65,6 +65,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(Notebooks::crd(), "Notebooks"),
         ),
         (
+            "components.kubeflow.org_katibs.yaml",
+            component(Katib::crd(), "Katib"),
+        ),
+        (
             "components.kubeflow.org_deviceplugins.yaml",
             component(DevicePlugins::crd(), "DevicePlugins"),
         ),
@@ -118,6 +122,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "Notebooks",
         "Kubeflow Notebooks version to deploy, e.g. \"v1.11.0\"; the meta-operator sets it from its release table.",
         "Image overrides by container name, e.g. {\"jupyter-web-app\": \"registry.example/kubeflow/notebooks/jupyter-web-app:v1.11.0\"}; the controllers name theirs \"manager\" (one override sets them all). The images the spawner offers are spec.spawner.images.",
+    ),
+    (
+        "Katib",
+        "Katib version to deploy, e.g. \"v0.19.0\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"katib-controller\": \"registry.example/kubeflow/katib/katib-controller:v0.19.0\"}; the others are \"katib-db-manager\", \"katib-ui\" and \"katib-mysql\". The suggestion and metrics-collector images in katib-config move with imageRegistry.",
     ),
     (
         "DevicePlugins",

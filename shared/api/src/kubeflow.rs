@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
     auth::AuthSpec, cert_manager::CertManagerSpec, dashboard::DashboardSpec,
-    device_plugins::DevicePluginsSpec, istio::IstioSpec, notebooks::NotebooksSpec,
-    pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec, training::TrainingSpec,
+    device_plugins::DevicePluginsSpec, istio::IstioSpec, katib::KatibSpec,
+    notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec,
+    training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -63,6 +64,12 @@ pub struct KubeflowComponents {
     /// certificate comes from cert-manager).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notebooks: Option<ComponentEntry<NotebooksSpec>>,
+    /// Katib, hyperparameter tuning (waits for Istio, cert-manager and the
+    /// Dashboard when they are Managed: its web app routes through Istio
+    /// behind the login and is listed in the dashboard, its webhook
+    /// certificate comes from cert-manager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub katib: Option<ComponentEntry<KatibSpec>>,
     /// Kubeflow Pipelines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
@@ -89,7 +96,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

@@ -27,6 +27,7 @@ pub use components::{
         PluginType,
     },
     istio::{Istio, IstioSpec},
+    katib::{DatabaseEngine, Katib, KatibDatabase, KatibExternalDatabase, KatibSpec},
     notebooks::{Culling, Notebooks, NotebooksSpec, Spawner, SpawnerGpu},
     pipelines::{Pipelines, PipelinesSpec},
     serving::{Serving, ServingSpec},

@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
 use crate::components::{
-    auth, cert_manager, dashboard, device_plugins, istio, notebooks, pipelines, serving, trainer,
-    training,
+    auth, cert_manager, dashboard, device_plugins, istio, katib, notebooks, pipelines, serving,
+    trainer, training,
 };
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
@@ -133,6 +133,7 @@ reported!(serving::Serving, ComponentStatus);
 reported!(pipelines::Pipelines, ComponentStatus);
 reported!(istio::Istio, ComponentStatus);
 reported!(notebooks::Notebooks, ComponentStatus);
+reported!(katib::Katib, ComponentStatus);
 reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
 reported!(auth::Auth, auth::AuthStatus);
 reported!(dashboard::Dashboard, dashboard::DashboardStatus);

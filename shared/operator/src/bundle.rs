@@ -97,6 +97,7 @@ pub const FOLDERS: &[&str] = &[
     "oauth2-proxy",
     "dashboard",
     "notebooks",
+    "katib",
     "device-plugins/nvidia-gpu",
     "device-plugins/intel-gpu",
 ];

@@ -66,6 +66,18 @@ pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: 
                         if let Some(ns) = h.pointer_mut("/clientConfig/service/namespace") {
                             rewrite(ns);
                         }
+                        // A condition that exempts the bundle's own
+                        // ServiceAccount by user name (Katib's pod mutator).
+                        for c in h
+                            .get_mut("matchConditions")
+                            .and_then(Value::as_array_mut)
+                            .into_iter()
+                            .flatten()
+                        {
+                            if let Some(e) = c.get_mut("expression") {
+                                rewrite_account_names(e, &moved, target);
+                            }
+                        }
                     }
                 }
             }
@@ -88,6 +100,21 @@ pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: 
     objects.retain(|o| {
         !(kind(o) == "Namespace" && o.metadata.name.as_ref().is_some_and(|n| moved.contains(n)))
     });
+}
+
+/// `system:serviceaccount:<from>:` to `system:serviceaccount:<target>:` in a
+/// string, for each namespace `from` the bundle moved out of.
+fn rewrite_account_names(v: &mut Value, moved: &[String], target: &str) {
+    if let Some(text) = v.as_str() {
+        let mut out = text.to_string();
+        for from in moved {
+            out = out.replace(
+                &format!("system:serviceaccount:{from}:"),
+                &format!("system:serviceaccount:{target}:"),
+            );
+        }
+        *v = Value::String(out);
+    }
 }
 
 /// The pod template spec of a workload (Deployment, StatefulSet, DaemonSet, Job), if it is one.
@@ -441,6 +468,26 @@ pub fn merge_yaml(text: &str, overrides: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webhook_condition_naming_the_bundles_account_follows_the_move() {
+        let mut objects: Vec<DynamicObject> = vec![
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "ctl", "namespace": "kubeflow"}}))
+            .expect("sa"),
+            serde_json::from_value(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration", "metadata": {"name": "m"},
+                "webhooks": [{"name": "w", "matchConditions": [{"name": "not-self",
+                    "expression": "request.userInfo.username != \"system:serviceaccount:kubeflow:ctl\""}]}]}))
+            .expect("webhook"),
+        ];
+        set_namespace(&mut objects, "team", &["kubeflow"]);
+        assert_eq!(
+            objects[1].data["webhooks"][0]["matchConditions"][0]["expression"],
+            "request.userInfo.username != \"system:serviceaccount:team:ctl\""
+        );
+    }
 
     #[test]
     fn overrides_merge_into_a_yaml_document() {

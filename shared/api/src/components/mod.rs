@@ -64,6 +64,7 @@ pub mod cert_manager;
 pub mod dashboard;
 pub mod device_plugins;
 pub mod istio;
+pub mod katib;
 pub mod notebooks;
 pub mod pipelines;
 pub mod serving;
@@ -133,6 +134,7 @@ component!(serving::Serving, serving::ServingSpec, "serving");
 component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
 component!(istio::Istio, istio::IstioSpec, "istio");
 component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
+component!(katib::Katib, katib::KatibSpec, "katib");
 component!(auth::Auth, auth::AuthSpec, "auth");
 component!(dashboard::Dashboard, dashboard::DashboardSpec, "dashboard");
 component!(

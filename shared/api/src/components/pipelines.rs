@@ -3,6 +3,7 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::common::VolumePolicy;
 use crate::common::{CommonSpec, ComponentStatus, SecretKeyRef};
 
 /// An external MySQL-compatible database.
@@ -70,18 +71,6 @@ pub struct ObjectStore {
     /// Use this external object store instead of the bundled one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalObjectStore>,
-}
-
-/// What happens to the bundled database's and object store's volumes on removal.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum VolumePolicy {
-    /// Keep the PersistentVolumeClaims (the default: no data loss).
-    #[default]
-    Retain,
-    /// Delete them with the component.
-    Delete,
 }
 
 component_crd! {

@@ -1,0 +1,270 @@
+//! The Katib operator, as a process, against the real control plane: the
+//! bundled database's root password generated and kept (never the
+//! release's demo value), the offered algorithms and trial kinds in Katib's
+//! configuration, every kind repaired, bad input refused with nothing
+//! written, an external database by Secret with the bundled one's volume
+//! and password kept, and removal keeping the CRDs, the volume and a user's
+//! Experiment.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::{Value, json};
+
+const OPERATOR: &str = "kubeflow-katib-operator";
+const TIMEOUT: Duration = Duration::from_secs(90);
+/// Base64 of "test", the root password upstream's bundle ships.
+const DEMO_PASSWORD: &str = "test";
+
+async fn password(client: &kube::Client, ns: &str) -> String {
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get("katib-mysql-secrets")
+        .await
+        .expect("the database's Secret");
+    let bytes = s
+        .data
+        .and_then(|d| d.get("MYSQL_ROOT_PASSWORD").cloned())
+        .map(|b| b.0)
+        .unwrap_or_default();
+    String::from_utf8(bytes).expect("text")
+}
+
+async fn katib_config(client: &kube::Client, ns: &str) -> Value {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get("katib-config")
+        .await
+        .expect("katib-config");
+    let text = cm
+        .data
+        .and_then(|d| d.get("katib-config.yaml").cloned())
+        .unwrap_or_default();
+    serde_saphyr::from_str(&text).expect("katib-config.yaml")
+}
+
+fn algorithms(config: &Value) -> Vec<String> {
+    config["runtime"]["suggestions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["algorithmName"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeflow.org", "v1beta1", "Experiment"),
+        "experiments",
+    );
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// A user's Experiment: random search over one parameter, trials as Jobs.
+pub const EXPERIMENT: &str = "apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {name: user-tuning}\nspec:\n  objective: {type: maximize, goal: 0.99, objectiveMetricName: accuracy}\n  algorithm: {algorithmName: random}\n  parallelTrialCount: 2\n  maxTrialCount: 4\n  maxFailedTrialCount: 2\n  parameters:\n    - name: lr\n      parameterType: double\n      feasibleSpace: {min: \"0.01\", max: \"0.1\"}\n  trialTemplate:\n    primaryContainerName: training-container\n    trialParameters:\n      - {name: learningRate, reference: lr}\n    trialSpec:\n      apiVersion: batch/v1\n      kind: Job\n      spec:\n        template:\n          spec:\n            restartPolicy: Never\n            containers:\n              - name: training-container\n                image: example.invalid/train:1\n                command: [python3, train.py, \"--lr=${trialParameters.learningRate}\"]\n";
+
+#[tokio::test]
+async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses_and_keeps_data() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Katib"], &["katib"]).await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
+        .await;
+    let ns = TestNamespace::new(&client, "katib").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let katibs = component_api(&client, &ns.name, "Katib");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch, TrainJob.v1alpha1.trainer.kubeflow.org]\n",
+    )
+    .await;
+    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // The root password: generated (24 random bytes as hex), not the demo one.
+    let generated = password(&client, &ns.name).await;
+    assert_ne!(generated, DEMO_PASSWORD);
+    assert_eq!(generated.len(), 48, "24 random bytes as hex");
+    assert!(generated.chars().all(|c| c.is_ascii_hexdigit()));
+    // The settings, in the file the controller reads.
+    let config = katib_config(&client, &ns.name).await;
+    assert_eq!(algorithms(&config), ["random", "grid"]);
+    assert_eq!(
+        config["init"]["controller"]["trialResources"],
+        json!(["Job.v1.batch", "TrainJob.v1alpha1.trainer.kubeflow.org"])
+    );
+
+    // Every managed kind is watched and repaired.
+    let cr = katibs.get("kubeflow").await.expect("cr");
+    kubeflow_e2e::repair::assert_every_kind_repaired(
+        &client,
+        &cr,
+        &[
+            "Deployment.apps",
+            "ConfigMap",
+            "Service",
+            "VirtualService.networking.istio.io",
+            "Certificate.cert-manager.io",
+            "ValidatingWebhookConfiguration.admissionregistration.k8s.io",
+        ],
+    )
+    .await;
+    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    // The repair edits, not deletes, the password's Secret: it is kept.
+    // (Deleting it makes a new one; see docs/troubleshooting.md.)
+    let kept = password(&client, &ns.name).await;
+
+    // At rest: no writes.
+    let before = op.settled_writes().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(op.writes().await, before, "no writes at rest");
+
+    // An algorithm the release does not offer: refused by its place,
+    // nothing written.
+    let config_before = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .get("katib-config")
+        .await
+        .expect("config");
+    merge(
+        &katibs,
+        "kubeflow",
+        json!({"spec": {"suggestionAlgorithms": ["random", "simulated-annealing"]}}),
+    )
+    .await;
+    let refused = wait_condition(&katibs, "kubeflow", "Degraded", "True", TIMEOUT).await;
+    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    assert_eq!(reason, "InvalidSpec", "{message}");
+    assert!(
+        message.contains("spec.suggestionAlgorithms[1]")
+            && message.contains("bayesianoptimization"),
+        "names the field and what the release offers: {message}"
+    );
+    assert_eq!(op.writes().await, before, "nothing written");
+    let config_after = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .get("katib-config")
+        .await
+        .expect("config");
+    assert_eq!(
+        config_after.metadata.resource_version,
+        config_before.metadata.resource_version
+    );
+
+    // A user's Experiment, kept through everything below.
+    let users = experiments(&client, &ns.name);
+    apply_yaml(&client, &ns.name, EXPERIMENT).await;
+    let user_uid = users.get("user-tuning").await.expect("experiment").uid();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let volume_uid = pvcs.get("katib-mysql").await.expect("volume").uid();
+
+    // An external database whose Secret does not exist: refused naming it.
+    merge(
+        &katibs,
+        "kubeflow",
+        json!({"spec": {"suggestionAlgorithms": null, "database": {"external": {
+            "engine": "PostgreSQL", "host": "pg.example.internal", "credentialsSecret": "katib-db"}}}}),
+    )
+    .await;
+    wait_for("the missing Secret refused", TIMEOUT, || async {
+        let cr = katibs.get("kubeflow").await.ok()?;
+        let (status, reason, message, _) = condition(&cr, "Degraded")?;
+        (status == "True" && reason == "SecretMissing" && message.contains("katib-db"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(op.writes().await, before, "nothing written");
+    // With the Secret: the manager points at it; the bundled database goes,
+    // its volume and password stay.
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: katib-db}\nstringData: {username: katib, password: from-the-team}\n",
+    )
+    .await;
+    wait_for("the external database in use", TIMEOUT, || async {
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get("katib-db-manager")
+            .await
+            .ok()?;
+        let env = d.spec?.template.spec?.containers[0].env.clone()?;
+        env.iter()
+            .any(|e| {
+                e.name == "KATIB_POSTGRESQL_DB_HOST"
+                    && e.value.as_deref() == Some("pg.example.internal")
+            })
+            .then_some(())
+    })
+    .await;
+    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let bundled = Api::<Deployment>::namespaced(client.clone(), &ns.name);
+    wait_for("the bundled database to go", TIMEOUT, || async {
+        match bundled.get_opt("katib-mysql").await {
+            Ok(None) => Some(()),
+            Ok(Some(d)) => d.metadata.deletion_timestamp.map(|_| ()),
+            Err(_) => None,
+        }
+    })
+    .await;
+    assert_eq!(
+        pvcs.get("katib-mysql").await.expect("kept").uid(),
+        volume_uid
+    );
+    assert_eq!(password(&client, &ns.name).await, kept, "kept with it");
+    let cr = katibs.get("kubeflow").await.expect("cr");
+    let released: Vec<String> = cr
+        .data
+        .pointer("/status/released")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        released.iter().any(|n| n == "katib-mysql")
+            && released.iter().any(|n| n == "katib-mysql-secrets"),
+        "the volume and its password are listed as released: {released:?}"
+    );
+
+    // Removal: the workloads go; the CRDs, the volume, its password and
+    // the user's Experiment stay.
+    katibs
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&katibs, "kubeflow", TIMEOUT).await;
+    wait_for("the workloads to go", TIMEOUT, || async {
+        bundled
+            .list(&ListParams::default().labels("components.kubeflow.org/component=katib"))
+            .await
+            .ok()?
+            .items
+            .iter()
+            .all(|d| d.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in [
+        "experiments.kubeflow.org",
+        "trials.kubeflow.org",
+        "suggestions.kubeflow.org",
+    ] {
+        let kept = crds.get(name).await.expect("kept");
+        assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));
+    }
+    assert_eq!(
+        users.get("user-tuning").await.expect("kept").uid(),
+        user_uid
+    );
+    assert_eq!(
+        pvcs.get("katib-mysql").await.expect("kept").uid(),
+        volume_uid
+    );
+    assert_eq!(password(&client, &ns.name).await, kept);
+    drop(op);
+    ns.delete().await;
+}

@@ -1,0 +1,109 @@
+//! Katib's records database: the bundled MySQL, whose root password is
+//! generated once and kept (never the release's demo value), or an external
+//! MySQL or PostgreSQL server with credentials from a Secret the user names.
+
+use kubeflow_operator::api::{DatabaseEngine, KatibExternalDatabase};
+use kubeflow_operator::component::DereferenceError;
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::Client;
+use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::serde_json::{Value, json};
+use kubeflow_operator::{secrets, transform};
+
+/// The bundle's root password Secret, which the database and its manager read.
+pub const SECRET: &str = "katib-mysql-secrets";
+/// Its key.
+pub const PASSWORD_KEY: &str = "MYSQL_ROOT_PASSWORD";
+/// The bundled database's Deployment, Service and volume claim.
+const BUNDLED: &str = "katib-mysql";
+/// The database manager, the one workload that connects to the database.
+pub const MANAGER: &str = "katib-db-manager";
+/// The database name when the spec gives none (the bundled one's).
+const DEFAULT_DATABASE: &str = "katib";
+
+/// Whether an object is part of the bundled database (its generated
+/// password included).
+pub fn bundled(o: &DynamicObject) -> bool {
+    let name = o.metadata.name.as_deref().unwrap_or("");
+    (name == BUNDLED && matches!(kind(o), "Deployment" | "Service" | "PersistentVolumeClaim"))
+        || (name == SECRET && kind(o) == "Secret")
+}
+
+/// The root password kept in the bundled database's Secret, or a new one
+/// when there is none yet (the first install). 24 random bytes, as hex.
+pub async fn kept_or_new_password(client: &Client, ns: &str) -> Result<String, DereferenceError> {
+    let kept = secrets::read(client, ns, SECRET)
+        .await
+        .map_err(|e| DereferenceError::Api("read the Katib database's password", e))?
+        .and_then(|d| d.get(PASSWORD_KEY).cloned())
+        .filter(|v| !v.is_empty());
+    match kept {
+        Some(v) => Ok(v),
+        None => Ok(secrets::random_hex(24)?),
+    }
+}
+
+/// The bundled database with `password` as its root password: the demo
+/// value the release ships is never written.
+pub fn set_password(objects: &mut [DynamicObject], password: &str) {
+    for o in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Secret" && o.metadata.name.as_deref() == Some(SECRET))
+    {
+        if let Some(m) = o.data.as_object_mut() {
+            m.remove("stringData");
+        }
+        o.data["data"] = secrets::data([(PASSWORD_KEY, password)]);
+    }
+    // The database and its manager read the password at start only.
+    for workload in [BUNDLED, MANAGER] {
+        transform::roll_on_change(objects, workload, &[("Secret", SECRET)]);
+    }
+}
+
+/// Points the database manager at an external server: the bundled database
+/// goes, and the manager gets the engine, address, database name and the
+/// Secret's credentials.
+pub fn use_external(objects: &mut Vec<DynamicObject>, db: &KatibExternalDatabase) {
+    transform::remove(objects, bundled);
+    let (engine, prefix, port) = match db.engine {
+        DatabaseEngine::MySQL => ("mysql", "KATIB_MYSQL_DB", 3306),
+        DatabaseEngine::PostgreSQL => ("postgres", "KATIB_POSTGRESQL_DB", 5432),
+    };
+    let secret = db.credentials_secret.as_str();
+    let env = [
+        json!({"name": "DB_NAME", "value": engine}),
+        json!({"name": format!("{prefix}_HOST"), "value": db.host}),
+        json!({"name": format!("{prefix}_PORT"), "value": db.port.unwrap_or(port).to_string()}),
+        json!({"name": format!("{prefix}_DATABASE"),
+               "value": db.database.as_deref().unwrap_or(DEFAULT_DATABASE)}),
+        json!({"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": secret, "key": "username"}}}),
+        json!({"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}),
+    ];
+    for d in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(MANAGER))
+    {
+        let Some(pod) = transform::pod_spec_mut(d) else {
+            continue;
+        };
+        for c in pod["containers"].as_array_mut().into_iter().flatten() {
+            set_env(c, &env);
+        }
+    }
+}
+
+/// Sets each variable of `env` on a container, replacing one of the same name.
+fn set_env(container: &mut Value, env: &[Value]) {
+    if !container["env"].is_array() {
+        container["env"] = json!([]);
+    }
+    if let Some(list) = container["env"].as_array_mut() {
+        for e in env {
+            match list.iter_mut().find(|x| x["name"] == e["name"]) {
+                Some(x) => *x = e.clone(),
+                None => list.push(e.clone()),
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! kubeflow-katib-operator: installs Katib from `Katib` custom resources.
+
+mod database;
+mod katib;
+mod katib_config;
+
+/// mimalloc: it gives freed memory back to the system, so the resident size
+/// falls back after an install or upgrade (see `kubeflow_operator::Allocator`).
+#[global_allocator]
+static ALLOCATOR: kubeflow_operator::Allocator = kubeflow_operator::Allocator;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    kubeflow_operator::component::main(katib::KatibComponent).await
+}
