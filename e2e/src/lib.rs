@@ -14,6 +14,7 @@ pub mod prometheus;
 pub mod repair;
 pub mod rotator;
 pub mod stall;
+pub mod upstream;
 pub mod wait;
 
 use std::path::{Path, PathBuf};

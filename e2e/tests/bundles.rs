@@ -201,6 +201,27 @@ fn the_namespace_transform_matches_kustomize() {
                         }
                     }
                 }
+                // Ours also moves a webhook condition that exempts the
+                // bundle's ServiceAccount by user name; kustomize leaves it.
+                if kind.ends_with("WebhookConfiguration") {
+                    for hook in v["webhooks"].as_array_mut().into_iter().flatten() {
+                        let conditions = hook.get_mut("matchConditions");
+                        for c in conditions
+                            .and_then(Value::as_array_mut)
+                            .into_iter()
+                            .flatten()
+                        {
+                            let mut e = c["expression"].as_str().unwrap_or("").to_string();
+                            for from in &moved {
+                                e = e.replace(
+                                    &format!("system:serviceaccount:{from}:"),
+                                    &format!("system:serviceaccount:{target}:"),
+                                );
+                            }
+                            c["expression"] = Value::String(e);
+                        }
+                    }
+                }
                 if cluster_custom.contains(&gk) {
                     if let Some(m) = v["metadata"].as_object_mut() {
                         m.remove("namespace");

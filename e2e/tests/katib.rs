@@ -15,7 +15,8 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::operator::{OperatorProcess, free_port, target_dir};
+use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
 
@@ -66,8 +67,46 @@ fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
-/// A user's Experiment: random search over one parameter, trials as Jobs.
-pub const EXPERIMENT: &str = "apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {name: user-tuning}\nspec:\n  objective: {type: maximize, goal: 0.99, objectiveMetricName: accuracy}\n  algorithm: {algorithmName: random}\n  parallelTrialCount: 2\n  maxTrialCount: 4\n  maxFailedTrialCount: 2\n  parameters:\n    - name: lr\n      parameterType: double\n      feasibleSpace: {min: \"0.01\", max: \"0.1\"}\n  trialTemplate:\n    primaryContainerName: training-container\n    trialParameters:\n      - {name: learningRate, reference: lr}\n    trialSpec:\n      apiVersion: batch/v1\n      kind: Job\n      spec:\n        template:\n          spec:\n            restartPolicy: Never\n            containers:\n              - name: training-container\n                image: example.invalid/train:1\n                command: [python3, train.py, \"--lr=${trialParameters.learningRate}\"]\n";
+/// A user's Experiment: random search over one parameter, trials as Jobs,
+/// written with the defaults Katib's mutating webhook would add (the test
+/// cluster runs no admission webhooks).
+const EXPERIMENT: &str = r#"apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata: {name: user-tuning}
+spec:
+  objective:
+    type: maximize
+    goal: 0.99
+    objectiveMetricName: accuracy
+    metricStrategies: [{name: accuracy, value: max}]
+  algorithm: {algorithmName: random}
+  parallelTrialCount: 2
+  maxTrialCount: 4
+  maxFailedTrialCount: 2
+  resumePolicy: Never
+  metricsCollectorSpec: {collector: {kind: StdOut}}
+  parameters:
+    - name: lr
+      parameterType: double
+      feasibleSpace: {min: "0.01", max: "0.1", distribution: uniform}
+  trialTemplate:
+    primaryContainerName: training-container
+    successCondition: 'status.conditions.#(type=="Complete")#|#(status=="True")#'
+    failureCondition: 'status.conditions.#(type=="Failed")#|#(status=="True")#'
+    trialParameters:
+      - {name: learningRate, reference: lr}
+    trialSpec:
+      apiVersion: batch/v1
+      kind: Job
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+              - name: training-container
+                image: example.invalid/train:1
+                command: [python3, train.py, "--lr=${trialParameters.learningRate}"]
+"#;
 
 #[tokio::test]
 async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses_and_keeps_data() {
@@ -267,4 +306,119 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
     assert_eq!(password(&client, &ns.name).await, kept);
     drop(op);
     ns.delete().await;
+}
+
+/// Katib's own controller (v0.19.0, built from the Go module proxy) run as
+/// a process with the installed ServiceAccount's token and the installed
+/// katib-config: a user's Experiment gets its Suggestion and the suggestion
+/// service's Deployment, from the image the configuration offers (moved to
+/// the mirror), while the Katib operator writes nothing.
+#[tokio::test]
+async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_installed() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Katib"], &["katib"]).await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
+        .await;
+    let program = upstream::bin_dir().join("katib-controller");
+    let ns = TestNamespace::new(&client, "katib-ctl").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let katibs = component_api(&client, &ns.name, "Katib");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n",
+    )
+    .await;
+    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // The installed configuration, with the controller's listeners on free
+    // loopback ports instead of the pod's fixed ones.
+    let dir = target_dir().join("e2e-upstream").join(&ns.name);
+    let certs = dir.join("cert");
+    std::fs::create_dir_all(&certs).expect("folder");
+    let mut config = katib_config(&client, &ns.name).await;
+    let controller = &mut config["init"]["controller"];
+    controller["webhookPort"] = json!(free_port());
+    controller["metricsAddr"] = json!(format!("127.0.0.1:{}", free_port()));
+    controller["healthzAddr"] = json!(format!("127.0.0.1:{}", free_port()));
+    let config_file = dir.join("katib-config.yaml");
+    std::fs::write(
+        &config_file,
+        serde_saphyr::to_string(&config).expect("yaml"),
+    )
+    .expect("write config");
+    let kubeconfig = dir.join("kubeconfig");
+    upstream::service_account_kubeconfig(&ns.name, "katib-controller", &kubeconfig);
+    upstream::serving_certificate(&certs);
+
+    let before = op.settled_writes().await;
+    let mut ctl = Controller::start(
+        &program,
+        &[format!("--katib-config={}", config_file.display())],
+        &[
+            ("KUBECONFIG", kubeconfig.display().to_string()),
+            ("KATIB_CORE_NAMESPACE", ns.name.clone()),
+        ],
+        // Its webhook server reads its certificate from /tmp/cert.
+        Some((&certs, "cert")),
+        dir.join("katib-controller.log"),
+    );
+    apply_yaml(&client, &ns.name, EXPERIMENT).await;
+
+    let suggestions = {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("kubeflow.org", "v1beta1", "Suggestion"),
+            "suggestions",
+        );
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &ar)
+    };
+    let suggestion = wait_for("the Experiment's Suggestion", TIMEOUT, || async {
+        suggestions.get_opt("user-tuning").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        suggestion.data.pointer("/spec/algorithm/algorithmName"),
+        Some(&json!("random"))
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let service = wait_for("the suggestion service's Deployment", TIMEOUT, || async {
+        deployments
+            .get_opt("user-tuning-random")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let image = service
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers[0].image.clone().unwrap_or_default())
+        .unwrap_or_default();
+    assert_eq!(
+        image, "mirror.example:5000/kubeflow/katib/suggestion-hyperopt:v0.19.0",
+        "the image katib-config offers for random, from the mirror"
+    );
+    let experiment = experiments(&client, &ns.name)
+        .get("user-tuning")
+        .await
+        .expect("experiment");
+    assert!(
+        experiment
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Created")),
+        "the controller took the Experiment: {:?}",
+        experiment.data.get("status")
+    );
+    assert!(ctl.is_running(), "{}", ctl.log_text());
+    assert_eq!(
+        op.writes().await,
+        before,
+        "the Katib operator wrote nothing while Katib's controller worked"
+    );
+    drop(ctl);
+    drop(op);
+    ns.delete().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -128,6 +128,15 @@ impl Component for KatibComponent {
         Ok(Rendered { objects, version })
     }
 
+    /// When the bundled database goes (an external one is used instead),
+    /// its volume is released by every prune; the password that opens the
+    /// data on it is released with it rather than deleted.
+    fn release_on_prune(&self, _cr: &Katib, obj: &DynamicObject) -> Option<String> {
+        (kind(obj) == "Secret" && database::bundled(obj)).then(|| {
+            "Katib no longer uses its bundled database; this root password opens the data kept on the released volume katib-mysql: delete it with that volume".to_string()
+        })
+    }
+
     /// The bundled database's volume, and the password that opens it, outlive
     /// the component unless the spec says otherwise.
     fn retain(&self, cr: &Katib, obj: &DynamicObject) -> bool {
