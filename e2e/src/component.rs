@@ -290,7 +290,7 @@ pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 12] = [
+pub const ALL_KINDS: [&str; 13] = [
     "Kubeflow",
     "Istio",
     "CertManager",
@@ -298,6 +298,7 @@ pub const ALL_KINDS: [&str; 12] = [
     "Dashboard",
     "Notebooks",
     "Katib",
+    "Spark",
     "Training",
     "Trainer",
     "Pipelines",
@@ -305,7 +306,7 @@ pub const ALL_KINDS: [&str; 12] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 12] = [
+pub const ALL_COMPONENTS: [&str; 13] = [
     "kubeflow",
     "istio",
     "cert-manager",
@@ -313,6 +314,7 @@ pub const ALL_COMPONENTS: [&str; 12] = [
     "dashboard",
     "notebooks",
     "katib",
+    "spark",
     "training",
     "trainer",
     "pipelines",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 12] = [
+pub const COMPONENTS: [&str; 13] = [
     "meta",
     "istio",
     "cert-manager",
@@ -13,6 +13,7 @@ pub const COMPONENTS: [&str; 12] = [
     "dashboard",
     "notebooks",
     "katib",
+    "spark",
     "training",
     "trainer",
     "serving",

@@ -20,7 +20,7 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 12] = [
+const COMPONENTS: [&str; 13] = [
     "meta",
     "istio",
     "cert-manager",
@@ -28,6 +28,7 @@ const COMPONENTS: [&str; 12] = [
     "dashboard",
     "notebooks",
     "katib",
+    "spark",
     "pipelines",
     "serving",
     "training",

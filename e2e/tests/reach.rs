@@ -737,6 +737,11 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         ),
         ("auth", "dex", "dex"),
         ("katib", "katib-controller", "katib-controller"),
+        (
+            "spark",
+            "spark-operator-controller",
+            "spark-operator-controller",
+        ),
         ("dashboard", "profiles-cluster-rolebinding", "cluster-admin"),
         (
             "istio",

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The user's objects, as (group, version, kind, plural, YAML).
-const USER_OBJECTS: [(&str, &str, &str, &str, &str); 8] = [
+const USER_OBJECTS: [(&str, &str, &str, &str, &str); 9] = [
     (
         "trainer.kubeflow.org",
         "v1alpha1",
@@ -72,6 +72,13 @@ const USER_OBJECTS: [(&str, &str, &str, &str, &str); 8] = [
         "apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {name: user-tuning}\nspec:\n  objective: {type: maximize, objectiveMetricName: accuracy}\n  algorithm: {algorithmName: random}\n  parameters:\n    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.01\", max: \"0.1\"}}\n",
     ),
     (
+        "sparkoperator.k8s.io",
+        "v1beta2",
+        "SparkApplication",
+        "sparkapplications",
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\nmetadata: {name: user-spark}\nspec:\n  type: Python\n  mode: cluster\n  image: example.invalid/spark:3.5\n  mainApplicationFile: local:///opt/app/main.py\n  sparkVersion: 3.5.5\n  driver: {cores: 1, memory: 512m, serviceAccount: default-editor}\n  executor: {instances: 1, cores: 1, memory: 512m}\n",
+    ),
+    (
         "",
         "v1",
         "PersistentVolumeClaim",
@@ -97,7 +104,7 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 11] = [
+const OPERATORS: [&str; 12] = [
     "meta",
     "istio",
     "cert-manager",
@@ -105,6 +112,7 @@ const OPERATORS: [&str; 11] = [
     "dashboard",
     "notebooks",
     "katib",
+    "spark",
     "training",
     "trainer",
     "pipelines",
@@ -147,7 +155,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     let user = kubeflow_e2e::login::TestUser::random("user@example.com");
     kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
     let comps = format!(
-        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
+        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
         kubeflow_e2e::login::AUTH_ENTRY
     );
     apply_yaml(
@@ -212,6 +220,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("CertManager", "v1.20.2"),
         ("Notebooks", "v1.11.0"),
         ("Katib", "v0.19.0"),
+        ("Spark", "2.5.0"),
         ("Auth", "v7.15.2"),
         ("Dashboard", "v2.0.0"),
     ] {

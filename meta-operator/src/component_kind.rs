@@ -1,4 +1,4 @@
-//! The eleven component kinds the `Kubeflow` CR stands for: their names, the
+//! The twelve component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
@@ -6,7 +6,7 @@ use std::fmt;
 use kube::api::ApiResource;
 use kubeflow_api::{
     Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Notebooks, Pipelines, Serving,
-    Trainer, Training,
+    Spark, Trainer, Training,
 };
 
 /// A component of Kubeflow, each with its own CR kind and operator.
@@ -34,12 +34,14 @@ pub enum ComponentKind {
     Notebooks,
     /// Katib, hyperparameter tuning.
     Katib,
+    /// The Spark operator.
+    Spark,
 }
 
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 11] = [
+    pub const ORDER: [ComponentKind; 12] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
         ComponentKind::Auth,
@@ -51,6 +53,7 @@ impl ComponentKind {
         ComponentKind::Serving,
         ComponentKind::Notebooks,
         ComponentKind::Katib,
+        ComponentKind::Spark,
     ];
 
     /// The component's name, as in its operator's and CR's names.
@@ -67,6 +70,7 @@ impl ComponentKind {
             ComponentKind::Serving => "serving",
             ComponentKind::Notebooks => "notebooks",
             ComponentKind::Katib => "katib",
+            ComponentKind::Spark => "spark",
         }
     }
 
@@ -140,6 +144,7 @@ impl ComponentKind {
             ComponentKind::Serving => ApiResource::erase::<Serving>(&()),
             ComponentKind::Notebooks => ApiResource::erase::<Notebooks>(&()),
             ComponentKind::Katib => ApiResource::erase::<Katib>(&()),
+            ComponentKind::Spark => ApiResource::erase::<Spark>(&()),
         }
     }
 }
@@ -180,7 +185,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 11);
+        assert_eq!(plurals.len(), 12);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

@@ -1,9 +1,9 @@
-//! The meta-operator's RBAC: its own kind and the eleven component kinds it
+//! The meta-operator's RBAC: its own kind and the twelve component kinds it
 //! writes, and Events about them. It never touches a component's objects itself.
 
 use kubeflow_operator::api::{
     Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Kubeflow, Notebooks, Pipelines,
-    Serving, Trainer, Training,
+    Serving, Spark, Trainer, Training,
 };
 use kubeflow_operator::kube::Resource;
 use kubeflow_operator::rbac::{self, MANAGE, Rules};
@@ -22,6 +22,7 @@ pub fn rules() -> Rules {
         Auth::plural(&()).to_string(),
         Dashboard::plural(&()).to_string(),
         Katib::plural(&()).to_string(),
+        Spark::plural(&()).to_string(),
     ];
     let children: Vec<&str> = children.iter().map(String::as_str).collect();
     let mut rules = rbac::own_kind(&Kubeflow::group(&()), &Kubeflow::plural(&()));

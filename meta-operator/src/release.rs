@@ -44,6 +44,9 @@ pub struct Release {
     /// Katib's version; releases before 26.03 carry none the operators
     /// install.
     pub katib: Option<&'static str>,
+    /// The Spark operator's version; releases before 26.03 carry none the
+    /// operators install.
+    pub spark: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -63,6 +66,7 @@ pub const RELEASES: &[Release] = &[
         dex: None,
         dashboard: None,
         katib: None,
+        spark: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -78,6 +82,7 @@ pub const RELEASES: &[Release] = &[
         dex: None,
         dashboard: None,
         katib: None,
+        spark: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -94,6 +99,7 @@ pub const RELEASES: &[Release] = &[
         dex: Some("v2.45.0"),
         dashboard: Some("v1.10.0"),
         katib: Some("v0.19.0"),
+        spark: Some("2.5.0"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -109,6 +115,7 @@ pub const RELEASES: &[Release] = &[
         dex: Some("v2.45.1"),
         dashboard: Some("v2.0.0"),
         katib: Some("v0.19.0"),
+        spark: Some("2.5.0"),
     },
 ];
 
@@ -127,6 +134,7 @@ impl Release {
             ComponentKind::Auth => self.auth,
             ComponentKind::Dashboard => self.dashboard,
             ComponentKind::Katib => self.katib,
+            ComponentKind::Spark => self.spark,
             ComponentKind::DevicePlugins => None,
         }
     }
@@ -367,7 +375,7 @@ mod tests {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
         // istio, cert-manager ("n/r": not in that release's bundles), dex,
-        // oauth2-proxy, dashboard, notebooks, katib, then the components no
+        // oauth2-proxy, dashboard, notebooks, katib, model registry (not yet installed), spark, then the components no
         // operator installs yet.
         let readme =
             std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
@@ -389,8 +397,15 @@ mod tests {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
             let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (cert_manager, dex, auth, dashboard, notebooks, katib) =
-                (given(6), given(7), given(8), given(9), given(10), given(11));
+            let (cert_manager, dex, auth, dashboard, notebooks, katib, spark) = (
+                given(6),
+                given(7),
+                given(8),
+                given(9),
+                given(10),
+                given(11),
+                given(13),
+            );
             assert_eq!(
                 (
                     r.training,
@@ -403,7 +418,8 @@ mod tests {
                     r.auth,
                     r.dashboard,
                     r.notebooks,
-                    r.katib
+                    r.katib,
+                    r.spark
                 ),
                 (
                     row[1].as_str(),
@@ -416,7 +432,8 @@ mod tests {
                     auth,
                     dashboard,
                     notebooks,
-                    katib
+                    katib,
+                    spark
                 ),
                 "{}",
                 r.kubeflow

@@ -12,6 +12,7 @@ istio: istio
 certManager: cert-manager
 notebooks: notebooks
 katib: katib
+spark: spark
 auth: auth
 dashboard: dashboard
 devicePlugins: device-plugins

@@ -24,7 +24,7 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 12] = [
+const OPERATORS: [&str; 13] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
     "kubeflow-cert-manager-operator",
@@ -32,14 +32,15 @@ const OPERATORS: [&str; 12] = [
     "kubeflow-dashboard-operator",
     "kubeflow-notebooks-operator",
     "kubeflow-katib-operator",
+    "kubeflow-spark-operator",
     "kubeflow-training-operator",
     "kubeflow-trainer-operator",
     "kubeflow-pipelines-operator",
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 12] = ALL_KINDS;
-const COMPONENTS: [&str; 12] = ALL_COMPONENTS;
+const KINDS: [&str; 13] = ALL_KINDS;
+const COMPONENTS: [&str; 13] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -222,13 +223,13 @@ fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)>
         .collect()
 }
 
-/// Every component the release carries: cert-manager, Auth, the Dashboard, Notebooks and Katib
+/// Every component the release carries: cert-manager, Auth, the Dashboard, Notebooks, Katib and Spark
 /// from 26.03 on (the releases before carry none, and a Managed entry would
 /// be refused). Auth's users Secret is made beside it ([`with_login`]).
 fn all_components(version: &str) -> String {
     let cert_manager = if version.starts_with("26.") {
         format!(
-            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    dashboard: {{managementState: Managed}}\n    {}\n",
+            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    dashboard: {{managementState: Managed}}\n    {}\n",
             kubeflow_e2e::login::AUTH_ENTRY
         )
     } else {
@@ -395,7 +396,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 11 components".into(),
+        "Time to Ready, Kubeflow with 12 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -423,7 +424,7 @@ async fn main() {
         trials.to_string(),
     ));
     table.push((
-        "Upgrade 26.03 -> 26.03.1 to Ready, the same 11 components".into(),
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 12 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),

@@ -7,7 +7,7 @@ use kube::CustomResourceExt;
 
 use crate::{
     Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Kubeflow, Notebooks, Pipelines,
-    Serving, Trainer, Training,
+    Serving, Spark, Trainer, Training,
 };
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
@@ -69,6 +69,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(Katib::crd(), "Katib"),
         ),
         (
+            "components.kubeflow.org_sparks.yaml",
+            component(Spark::crd(), "Spark"),
+        ),
+        (
             "components.kubeflow.org_deviceplugins.yaml",
             component(DevicePlugins::crd(), "DevicePlugins"),
         ),
@@ -127,6 +131,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "Katib",
         "Katib version to deploy, e.g. \"v0.19.0\"; the meta-operator sets it from its release table.",
         "Image overrides by container name, e.g. {\"katib-controller\": \"registry.example/kubeflow/katib/katib-controller:v0.19.0\"}; the others are \"katib-db-manager\", \"katib-ui\" and \"katib-mysql\". The suggestion and metrics-collector images in katib-config move with imageRegistry.",
+    ),
+    (
+        "Spark",
+        "Spark operator version to deploy, e.g. \"2.5.0\" (no \"v\"); the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"spark-operator-controller\": \"registry.example/kubeflow/spark-operator/controller:2.5.0\"}; the webhook's is \"spark-operator-webhook\".",
     ),
     (
         "DevicePlugins",

@@ -9,8 +9,8 @@ use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
     auth::AuthSpec, cert_manager::CertManagerSpec, dashboard::DashboardSpec,
     device_plugins::DevicePluginsSpec, istio::IstioSpec, katib::KatibSpec,
-    notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, trainer::TrainerSpec,
-    training::TrainingSpec,
+    notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, spark::SparkSpec,
+    trainer::TrainerSpec, training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -70,6 +70,9 @@ pub struct KubeflowComponents {
     /// certificate comes from cert-manager).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub katib: Option<ComponentEntry<KatibSpec>>,
+    /// The Spark operator (Spark applications in the namespaces you name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spark: Option<ComponentEntry<SparkSpec>>,
     /// Kubeflow Pipelines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
@@ -96,7 +99,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, Spark, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

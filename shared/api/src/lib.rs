@@ -31,6 +31,7 @@ pub use components::{
     notebooks::{Culling, Notebooks, NotebooksSpec, Spawner, SpawnerGpu},
     pipelines::{Pipelines, PipelinesSpec},
     serving::{Serving, ServingSpec},
+    spark::{BatchScheduler, Spark, SparkSpec},
     trainer::{Trainer, TrainerSpec, TrainerStatus},
     training::{JobKind, Training, TrainingSpec},
 };

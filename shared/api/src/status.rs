@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use crate::common::ComponentStatus;
 use crate::components::{
     auth, cert_manager, dashboard, device_plugins, istio, katib, notebooks, pipelines, serving,
-    trainer, training,
+    spark, trainer, training,
 };
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
@@ -134,6 +134,7 @@ reported!(pipelines::Pipelines, ComponentStatus);
 reported!(istio::Istio, ComponentStatus);
 reported!(notebooks::Notebooks, ComponentStatus);
 reported!(katib::Katib, ComponentStatus);
+reported!(spark::Spark, ComponentStatus);
 reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
 reported!(auth::Auth, auth::AuthStatus);
 reported!(dashboard::Dashboard, dashboard::DashboardStatus);

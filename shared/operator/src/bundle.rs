@@ -98,6 +98,7 @@ pub const FOLDERS: &[&str] = &[
     "dashboard",
     "notebooks",
     "katib",
+    "spark",
     "device-plugins/nvidia-gpu",
     "device-plugins/intel-gpu",
 ];

@@ -68,6 +68,7 @@ pub mod katib;
 pub mod notebooks;
 pub mod pipelines;
 pub mod serving;
+pub mod spark;
 pub mod trainer;
 pub mod training;
 
@@ -135,6 +136,7 @@ component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
 component!(istio::Istio, istio::IstioSpec, "istio");
 component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
 component!(katib::Katib, katib::KatibSpec, "katib");
+component!(spark::Spark, spark::SparkSpec, "spark");
 component!(auth::Auth, auth::AuthSpec, "auth");
 component!(dashboard::Dashboard, dashboard::DashboardSpec, "dashboard");
 component!(

@@ -1,0 +1,14 @@
+//! kubeflow-spark-operator: installs the Spark operator from `Spark` custom
+//! resources.
+
+mod spark;
+
+/// mimalloc: it gives freed memory back to the system, so the resident size
+/// falls back after an install or upgrade (see `kubeflow_operator::Allocator`).
+#[global_allocator]
+static ALLOCATOR: kubeflow_operator::Allocator = kubeflow_operator::Allocator;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    kubeflow_operator::component::main(spark::SparkComponent).await
+}
