@@ -165,6 +165,21 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
                 }
             }
         }
+        // Knative's CRDs another test left (kept when Knative went) would
+        // look like Knative installed, and the Serving tests expect
+        // Serverless refused without it.
+        if *component == "serving" {
+            let name = "services.serving.knative.dev";
+            let held = crds.get_opt(name).await.ok().flatten().is_some_and(|c| {
+                c.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key("components.kubeflow.org/component"))
+            });
+            if !held && crds.delete(name, &DeleteParams::background()).await.is_ok() {
+                wait_gone(&crds, name, std::time::Duration::from_secs(60)).await;
+            }
+        }
         // Namespaces are released, not deleted, by a cleanup; after a test
         // that stopped half-way, the namespace a component keeps for itself
         // (Istio's, cert-manager's) may still hold another instance's
@@ -254,6 +269,7 @@ pub const OWN_NAMESPACES: &[(&str, &[&str])] = &[
     ("istio", &["istio-system"]),
     ("cert-manager", &["cert-manager"]),
     ("auth", &["auth", "oauth2-proxy"]),
+    ("knative", &["knative-serving", "knative-eventing"]),
 ];
 
 /// The bundle folders an operator's image carries (as `images/build` and
@@ -263,6 +279,7 @@ pub fn bundle_folders_of(component: &str) -> Vec<&str> {
     match component {
         "auth" => vec!["dex", "oauth2-proxy"],
         "dashboard" => vec!["dashboard", "platform"],
+        "knative" => vec!["knative", "platform"],
         c => vec![c],
     }
 }
@@ -290,10 +307,11 @@ pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 13] = [
+pub const ALL_KINDS: [&str; 14] = [
     "Kubeflow",
     "Istio",
     "CertManager",
+    "Knative",
     "Auth",
     "Dashboard",
     "Notebooks",
@@ -306,10 +324,11 @@ pub const ALL_KINDS: [&str; 13] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 13] = [
+pub const ALL_COMPONENTS: [&str; 14] = [
     "kubeflow",
     "istio",
     "cert-manager",
+    "knative",
     "auth",
     "dashboard",
     "notebooks",

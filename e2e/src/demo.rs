@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 13] = [
+pub const COMPONENTS: [&str; 14] = [
     "meta",
     "istio",
     "cert-manager",
+    "knative",
     "auth",
     "dashboard",
     "notebooks",

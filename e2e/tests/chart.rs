@@ -428,7 +428,7 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 14] = [
+const IMAGE_COMPONENTS: [&str; 15] = [
     "cert-manager",
     "dex",
     "oauth2-proxy",
@@ -437,6 +437,7 @@ const IMAGE_COMPONENTS: [&str; 14] = [
     "notebooks",
     "katib",
     "spark",
+    "knative",
     "training",
     "trainer",
     "pipelines",

@@ -55,6 +55,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "notebooks.components.kubeflow.org/kubeflow",
         "katib.components.kubeflow.org/kubeflow",
         "spark.components.kubeflow.org/kubeflow",
+        "knative.components.kubeflow.org/kubeflow",
         "auth.components.kubeflow.org/kubeflow",
         "dashboard.components.kubeflow.org/kubeflow",
         "deviceplugins.components.kubeflow.org/kubeflow",

@@ -11,7 +11,7 @@ use kubeflow_e2e::component::prepare;
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
 
 /// The kinds an example must exist for.
-const KINDS: [&str; 13] = [
+const KINDS: [&str; 14] = [
     "Kubeflow",
     "Istio",
     "CertManager",
@@ -20,6 +20,7 @@ const KINDS: [&str; 13] = [
     "Notebooks",
     "Katib",
     "Spark",
+    "Knative",
     "Pipelines",
     "Serving",
     "Training",

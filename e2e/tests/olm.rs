@@ -20,7 +20,7 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 13] = [
+const COMPONENTS: [&str; 14] = [
     "meta",
     "istio",
     "cert-manager",
@@ -29,6 +29,7 @@ const COMPONENTS: [&str; 13] = [
     "notebooks",
     "katib",
     "spark",
+    "knative",
     "pipelines",
     "serving",
     "training",

@@ -104,10 +104,11 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 12] = [
+const OPERATORS: [&str; 13] = [
     "meta",
     "istio",
     "cert-manager",
+    "knative",
     "auth",
     "dashboard",
     "notebooks",
@@ -155,7 +156,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     let user = kubeflow_e2e::login::TestUser::random("user@example.com");
     kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
     let comps = format!(
-        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
+        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    knative: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
         kubeflow_e2e::login::AUTH_ENTRY
     );
     apply_yaml(
@@ -221,6 +222,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("Notebooks", "v1.11.0"),
         ("Katib", "v0.19.0"),
         ("Spark", "2.5.0"),
+        ("Knative", "v1.22.0"),
         ("Auth", "v7.15.2"),
         ("Dashboard", "v2.0.0"),
     ] {

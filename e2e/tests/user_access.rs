@@ -99,6 +99,7 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
             "notebooks.components.kubeflow.org",
             "katibs.components.kubeflow.org",
             "sparks.components.kubeflow.org",
+            "knatives.components.kubeflow.org",
             "auths.components.kubeflow.org",
             "dashboards.components.kubeflow.org",
         ] {

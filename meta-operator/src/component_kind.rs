@@ -1,12 +1,12 @@
-//! The twelve component kinds the `Kubeflow` CR stands for: their names, the
+//! The thirteen component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
 use kubeflow_api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Notebooks, Pipelines, Serving,
-    Spark, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Notebooks, Pipelines,
+    Serving, Spark, Trainer, Training,
 };
 
 /// A component of Kubeflow, each with its own CR kind and operator.
@@ -36,14 +36,17 @@ pub enum ComponentKind {
     Katib,
     /// The Spark operator.
     Spark,
+    /// Knative Serving (and Eventing).
+    Knative,
 }
 
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 12] = [
+    pub const ORDER: [ComponentKind; 13] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
+        ComponentKind::Knative,
         ComponentKind::Auth,
         ComponentKind::Dashboard,
         ComponentKind::Training,
@@ -71,6 +74,7 @@ impl ComponentKind {
             ComponentKind::Notebooks => "notebooks",
             ComponentKind::Katib => "katib",
             ComponentKind::Spark => "spark",
+            ComponentKind::Knative => "knative",
         }
     }
 
@@ -78,8 +82,15 @@ impl ComponentKind {
     pub fn depends_on(self) -> &'static [ComponentKind] {
         match self {
             ComponentKind::Pipelines => &[ComponentKind::Istio],
-            // KServe's Issuer and Certificate, when cert-manager is there.
-            ComponentKind::Serving => &[ComponentKind::Istio, ComponentKind::CertManager],
+            // KServe's Issuer and Certificate, when cert-manager is there;
+            // Knative, which its Serverless mode runs on.
+            ComponentKind::Serving => &[
+                ComponentKind::Istio,
+                ComponentKind::CertManager,
+                ComponentKind::Knative,
+            ],
+            // net-istio and the cluster-local gateway are Istio objects.
+            ComponentKind::Knative => &[ComponentKind::Istio],
             // oauth2-proxy sits in front of Istio's ingress gateway, whose
             // mesh config must name it; cert-manager's webhook certificates
             // come before any web app.
@@ -145,6 +156,7 @@ impl ComponentKind {
             ComponentKind::Notebooks => ApiResource::erase::<Notebooks>(&()),
             ComponentKind::Katib => ApiResource::erase::<Katib>(&()),
             ComponentKind::Spark => ApiResource::erase::<Spark>(&()),
+            ComponentKind::Knative => ApiResource::erase::<Knative>(&()),
         }
     }
 }
@@ -185,7 +197,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 12);
+        assert_eq!(plurals.len(), 13);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

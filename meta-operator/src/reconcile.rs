@@ -11,8 +11,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Kubeflow, KubeflowStatus, Notebooks,
-    Pipelines, Serving, Spark, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, KubeflowStatus,
+    Notebooks, Pipelines, Serving, Spark, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
@@ -109,6 +109,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<Spark>::all(c.clone()),
             cfg(),
             "sparks".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<Knative>::all(c.clone()),
+            cfg(),
+            "knatives".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Training>::all(c.clone()),

@@ -47,6 +47,9 @@ pub struct Release {
     /// The Spark operator's version; releases before 26.03 carry none the
     /// operators install.
     pub spark: Option<&'static str>,
+    /// Knative's version (Serving's; Eventing is released beside it);
+    /// releases before 26.03 carry none the operators install.
+    pub knative: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
@@ -67,6 +70,7 @@ pub const RELEASES: &[Release] = &[
         dashboard: None,
         katib: None,
         spark: None,
+        knative: None,
     },
     Release {
         kubeflow: "1.11.0",
@@ -83,6 +87,7 @@ pub const RELEASES: &[Release] = &[
         dashboard: None,
         katib: None,
         spark: None,
+        knative: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
@@ -100,6 +105,7 @@ pub const RELEASES: &[Release] = &[
         dashboard: Some("v1.10.0"),
         katib: Some("v0.19.0"),
         spark: Some("2.5.0"),
+        knative: Some("v1.21.1"),
     },
     Release {
         kubeflow: "26.03.1",
@@ -116,6 +122,7 @@ pub const RELEASES: &[Release] = &[
         dashboard: Some("v2.0.0"),
         katib: Some("v0.19.0"),
         spark: Some("2.5.0"),
+        knative: Some("v1.22.0"),
     },
 ];
 
@@ -135,6 +142,7 @@ impl Release {
             ComponentKind::Dashboard => self.dashboard,
             ComponentKind::Katib => self.katib,
             ComponentKind::Spark => self.spark,
+            ComponentKind::Knative => self.knative,
             ComponentKind::DevicePlugins => None,
         }
     }
@@ -153,6 +161,8 @@ impl Release {
                 .collect(),
             // The Kubeflow roles come from the release's platform glue.
             ComponentKind::Dashboard => vec![("dashboard", v), ("platform", self.kubeflow)],
+            // The Istio cluster-local gateway comes from the platform glue.
+            ComponentKind::Knative => vec![("knative", v), ("platform", self.kubeflow)],
             _ => vec![(kind.name(), v)],
         }
     }
@@ -375,7 +385,7 @@ mod tests {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
         // istio, cert-manager ("n/r": not in that release's bundles), dex,
-        // oauth2-proxy, dashboard, notebooks, katib, model registry (not yet installed), spark, then the components no
+        // oauth2-proxy, dashboard, notebooks, katib, model registry (not yet installed), spark, knative, then the components no
         // operator installs yet.
         let readme =
             std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
@@ -397,7 +407,7 @@ mod tests {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
             let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (cert_manager, dex, auth, dashboard, notebooks, katib, spark) = (
+            let (cert_manager, dex, auth, dashboard, notebooks, katib, spark, knative) = (
                 given(6),
                 given(7),
                 given(8),
@@ -405,6 +415,7 @@ mod tests {
                 given(10),
                 given(11),
                 given(13),
+                given(14),
             );
             assert_eq!(
                 (
@@ -417,9 +428,7 @@ mod tests {
                     r.dex,
                     r.auth,
                     r.dashboard,
-                    r.notebooks,
-                    r.katib,
-                    r.spark
+                    r.notebooks
                 ),
                 (
                     row[1].as_str(),
@@ -431,10 +440,14 @@ mod tests {
                     dex,
                     auth,
                     dashboard,
-                    notebooks,
-                    katib,
-                    spark
+                    notebooks
                 ),
+                "{}",
+                r.kubeflow
+            );
+            assert_eq!(
+                (r.katib, r.spark, r.knative),
+                (katib, spark, knative),
                 "{}",
                 r.kubeflow
             );

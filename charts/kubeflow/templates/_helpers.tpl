@@ -13,6 +13,7 @@ certManager: cert-manager
 notebooks: notebooks
 katib: katib
 spark: spark
+knative: knative
 auth: auth
 dashboard: dashboard
 devicePlugins: device-plugins

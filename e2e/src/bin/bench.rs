@@ -24,10 +24,11 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 13] = [
+const OPERATORS: [&str; 14] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
     "kubeflow-cert-manager-operator",
+    "kubeflow-knative-operator",
     "kubeflow-auth-operator",
     "kubeflow-dashboard-operator",
     "kubeflow-notebooks-operator",
@@ -39,8 +40,8 @@ const OPERATORS: [&str; 13] = [
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 13] = ALL_KINDS;
-const COMPONENTS: [&str; 13] = ALL_COMPONENTS;
+const KINDS: [&str; 14] = ALL_KINDS;
+const COMPONENTS: [&str; 14] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -96,11 +97,12 @@ async fn wait_ready(api: &Api<DynamicObject>, name: &str, timeout: Duration) {
 /// from the bundles), summed, per trial.
 fn plan_times(trials: usize) -> Vec<f64> {
     // The versions that change in the release table (training stays v1.9.2).
-    const MOVES: [(&str, &str, &str); 8] = [
+    const MOVES: [(&str, &str, &str); 9] = [
         ("istio", "1.29.0", "1.30.1"),
         ("cert-manager", "v1.19.4", "v1.20.2"),
         ("auth", "v7.14.3", "v7.15.2"),
         ("dashboard", "v1.10.0", "v2.0.0"),
+        ("knative", "v1.21.1", "v1.22.0"),
         ("notebooks", "v1.10.0", "v1.11.0"),
         ("trainer", "v2.1.0", "v2.2.0"),
         ("pipelines", "2.16.0", "2.16.1"),
@@ -223,13 +225,13 @@ fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)>
         .collect()
 }
 
-/// Every component the release carries: cert-manager, Auth, the Dashboard, Notebooks, Katib and Spark
+/// Every component the release carries: cert-manager, Auth, the Dashboard, Notebooks, Katib, Spark and Knative
 /// from 26.03 on (the releases before carry none, and a Managed entry would
 /// be refused). Auth's users Secret is made beside it ([`with_login`]).
 fn all_components(version: &str) -> String {
     let cert_manager = if version.starts_with("26.") {
         format!(
-            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    dashboard: {{managementState: Managed}}\n    {}\n",
+            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    knative: {{managementState: Managed}}\n    dashboard: {{managementState: Managed}}\n    {}\n",
             kubeflow_e2e::login::AUTH_ENTRY
         )
     } else {
@@ -396,7 +398,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 12 components".into(),
+        "Time to Ready, Kubeflow with 13 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -424,7 +426,7 @@ async fn main() {
         trials.to_string(),
     ));
     table.push((
-        "Upgrade 26.03 -> 26.03.1 to Ready, the same 12 components".into(),
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 13 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),

@@ -84,7 +84,7 @@ impl Component for ServingComponent {
             require_crd(
                 client,
                 KNATIVE_CRD,
-                "spec.deploymentMode is Serverless but Knative Serving is not installed; install it or use RawDeployment",
+                "spec.deploymentMode is Serverless but Knative Serving is not installed; enable knative in the Kubeflow resource (or install Knative Serving), or use RawDeployment",
             )
             .await?;
         }

@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Kubeflow, Notebooks, Pipelines,
-    Serving, Spark, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, Notebooks,
+    Pipelines, Serving, Spark, Trainer, Training,
 };
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
@@ -31,6 +31,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         (
             "components.kubeflow.org_istios.yaml",
             component(Istio::crd(), "Istio"),
+        ),
+        (
+            "components.kubeflow.org_knatives.yaml",
+            component(Knative::crd(), "Knative"),
         ),
         (
             "components.kubeflow.org_pipelines.yaml",
@@ -131,6 +135,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "Katib",
         "Katib version to deploy, e.g. \"v0.19.0\"; the meta-operator sets it from its release table.",
         "Image overrides by container name, e.g. {\"katib-controller\": \"registry.example/kubeflow/katib/katib-controller:v0.19.0\"}; the others are \"katib-db-manager\", \"katib-ui\" and \"katib-mysql\". The suggestion and metrics-collector images in katib-config move with imageRegistry.",
+    ),
+    (
+        "Knative",
+        "Knative version to deploy, e.g. \"v1.22.0\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"controller\": \"registry.example/knative/serving/controller:v1.22.0\"}; the others are \"webhook\", \"activator\", \"autoscaler\" and net-istio's. The queue-proxy image in config-deployment moves with imageRegistry.",
     ),
     (
         "Spark",

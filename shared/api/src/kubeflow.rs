@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
     auth::AuthSpec, cert_manager::CertManagerSpec, dashboard::DashboardSpec,
-    device_plugins::DevicePluginsSpec, istio::IstioSpec, katib::KatibSpec,
+    device_plugins::DevicePluginsSpec, istio::IstioSpec, katib::KatibSpec, knative::KnativeSpec,
     notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, spark::SparkSpec,
     trainer::TrainerSpec, training::TrainingSpec,
 };
@@ -73,6 +73,11 @@ pub struct KubeflowComponents {
     /// The Spark operator (Spark applications in the namespaces you name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spark: Option<ComponentEntry<SparkSpec>>,
+    /// Knative Serving (and Eventing when asked): what KServe's Serverless
+    /// mode runs on (waits for Istio when it is Managed; Serving waits for
+    /// it when it is Managed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knative: Option<ComponentEntry<KnativeSpec>>,
     /// Kubeflow Pipelines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
@@ -99,7 +104,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, Spark, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, Spark, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

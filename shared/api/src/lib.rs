@@ -28,6 +28,7 @@ pub use components::{
     },
     istio::{Istio, IstioSpec},
     katib::{DatabaseEngine, Katib, KatibDatabase, KatibExternalDatabase, KatibSpec},
+    knative::{Knative, KnativeSpec},
     notebooks::{Culling, Notebooks, NotebooksSpec, Spawner, SpawnerGpu},
     pipelines::{Pipelines, PipelinesSpec},
     serving::{Serving, ServingSpec},

@@ -99,6 +99,7 @@ pub const FOLDERS: &[&str] = &[
     "notebooks",
     "katib",
     "spark",
+    "knative",
     "device-plugins/nvidia-gpu",
     "device-plugins/intel-gpu",
 ];

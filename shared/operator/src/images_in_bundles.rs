@@ -29,7 +29,7 @@ fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
             out.push((format!("{folder}/{v}"), b.objects()));
         }
     }
-    assert!(out.len() >= 27, "bundles under {}", root.display());
+    assert!(out.len() >= 29, "bundles under {}", root.display());
     out
 }
 

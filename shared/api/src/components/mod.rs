@@ -65,6 +65,7 @@ pub mod dashboard;
 pub mod device_plugins;
 pub mod istio;
 pub mod katib;
+pub mod knative;
 pub mod notebooks;
 pub mod pipelines;
 pub mod serving;
@@ -137,6 +138,7 @@ component!(istio::Istio, istio::IstioSpec, "istio");
 component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
 component!(katib::Katib, katib::KatibSpec, "katib");
 component!(spark::Spark, spark::SparkSpec, "spark");
+component!(knative::Knative, knative::KnativeSpec, "knative");
 component!(auth::Auth, auth::AuthSpec, "auth");
 component!(dashboard::Dashboard, dashboard::DashboardSpec, "dashboard");
 component!(

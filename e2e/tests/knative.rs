@@ -1,0 +1,258 @@
+//! The Knative operator, as a process, against the real control plane:
+//! Serving with net-istio in `knative-serving` and the cluster-local
+//! gateway in `istio-system`, Eventing in `knative-eventing` when asked and
+//! gone when not, the domain and the Kubeflow gateway in Knative's
+//! configuration, every kind repaired, nothing written at rest. Then
+//! Knative Serving's own controller (v1.22.0, built from the Go module
+//! proxy) runs as a process with the installed ServiceAccount and
+//! configuration and turns a Knative Service into its Revision and the
+//! Revision's Deployment, with the queue-proxy image the configuration
+//! names; and the Serving operator accepts KServe's Serverless mode.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
+use kubeflow_e2e::operator::{OperatorProcess, free_port, target_dir};
+use kubeflow_e2e::upstream::{self, Controller};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::json;
+
+const OPERATOR: &str = "kubeflow-knative-operator";
+const TIMEOUT: Duration = Duration::from_secs(120);
+const SERVING: &str = "knative-serving";
+const EVENTING: &str = "knative-eventing";
+/// A digest, so that Knative's controller resolves no tag (it would ask the
+/// registry, off this machine).
+const APP_IMAGE: &str =
+    "example.invalid/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+async fn config(client: &kube::Client, name: &str) -> std::collections::BTreeMap<String, String> {
+    Api::<ConfigMap>::namespaced(client.clone(), SERVING)
+        .get(name)
+        .await
+        .expect("config map")
+        .data
+        .unwrap_or_default()
+}
+
+async fn exists(client: &kube::Client, ns: &str, name: &str) -> bool {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("get")
+        .is_some_and(|d| d.metadata.deletion_timestamp.is_none())
+}
+
+#[tokio::test]
+async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_makes_revisions() {
+    let (client, _g) =
+        kubeflow_e2e::component::prepare(&["Knative", "Serving"], &["knative", "serving"]).await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    let ns = TestNamespace::new(&client, "knative").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let knatives = component_api(&client, &ns.name, "Knative");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Knative\nmetadata: {name: kubeflow}\nspec:\n  version: v1.22.0\n  eventing: true\n  domain: models.example.org\n  imageRegistry: mirror.example:5000\n  crdPolicy: Delete\n",
+    )
+    .await;
+    wait_condition(&knatives, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // Where everything went: Serving and Eventing in their own namespaces,
+    // the cluster-local gateway beside Istio's.
+    assert!(exists(&client, SERVING, "controller").await);
+    assert!(exists(&client, SERVING, "net-istio-controller").await);
+    assert!(exists(&client, EVENTING, "eventing-controller").await);
+    assert!(exists(&client, "istio-system", "cluster-local-gateway").await);
+    let domain = config(&client, "config-domain").await;
+    assert_eq!(
+        domain.get("models.example.org").map(String::as_str),
+        Some("")
+    );
+    assert!(!domain.contains_key("example.com"), "{domain:?}");
+    let istio = config(&client, "config-istio").await;
+    assert!(
+        istio.contains_key(&format!("gateway.{}.kubeflow-gateway", ns.name)),
+        "the Kubeflow gateway of the resource's namespace: {istio:?}"
+    );
+    let queue = config(&client, "config-deployment")
+        .await
+        .get("queue-sidecar-image")
+        .cloned()
+        .unwrap_or_default();
+    assert!(queue.starts_with("mirror.example:5000/"), "{queue}");
+
+    // Every managed kind is watched and repaired.
+    let cr = knatives.get("kubeflow").await.expect("cr");
+    kubeflow_e2e::repair::assert_every_kind_repaired(
+        &client,
+        &cr,
+        &[
+            "Deployment.apps",
+            "ConfigMap",
+            "Gateway.networking.istio.io",
+            "ValidatingWebhookConfiguration.admissionregistration.k8s.io",
+            "Image.caching.internal.knative.dev",
+        ],
+    )
+    .await;
+    wait_condition(&knatives, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let before = op.settled_writes().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(op.writes().await, before, "no writes at rest");
+
+    // Eventing off: its workloads go, its namespace stays (never deleted).
+    kubeflow_e2e::component::merge(&knatives, "kubeflow", json!({"spec": {"eventing": false}}))
+        .await;
+    wait_for("Eventing to go", TIMEOUT, || async {
+        (!exists(&client, EVENTING, "eventing-controller").await).then_some(())
+    })
+    .await;
+    wait_condition(&knatives, "kubeflow", "Ready", "True", TIMEOUT).await;
+    assert!(
+        Api::<Namespace>::all(client.clone())
+            .get_opt(EVENTING)
+            .await
+            .expect("get")
+            .is_some(),
+        "the namespace is kept"
+    );
+
+    // Knative Serving's own controller, with the installed ServiceAccount's
+    // token and configuration: a Knative Service becomes a Revision and the
+    // Revision's Deployment, its queue-proxy from the mirror.
+    let program = upstream::bin_dir().join("knative-serving-controller");
+    let dir = target_dir().join("e2e-upstream").join(&ns.name);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let kubeconfig = dir.join("kubeconfig");
+    upstream::service_account_kubeconfig(SERVING, "controller", &kubeconfig);
+    let before = op.settled_writes().await;
+    let mut ctl = Controller::start(
+        &program,
+        &[format!("--kubeconfig={}", kubeconfig.display())],
+        &[
+            ("SYSTEM_NAMESPACE", SERVING.to_string()),
+            ("POD_NAME", "controller-e2e".to_string()),
+            ("CONFIG_LOGGING_NAME", "config-logging".to_string()),
+            (
+                "CONFIG_OBSERVABILITY_NAME",
+                "config-observability".to_string(),
+            ),
+            ("PROFILING_PORT", free_port().to_string()),
+            ("METRICS_PROMETHEUS_PORT", free_port().to_string()),
+        ],
+        None,
+        dir.join("knative-serving-controller.log"),
+    );
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!("apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {{name: hello}}\nspec:\n  template:\n    spec:\n      containers: [{{image: \"{APP_IMAGE}\"}}]\n"),
+    )
+    .await;
+    let revisions: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("serving.knative.dev", "v1", "Revision"),
+            "revisions",
+        ),
+    );
+    wait_for("the Service's Revision", TIMEOUT, || async {
+        revisions.get_opt("hello-00001").await.ok().flatten()
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let revision = wait_for("the Revision's Deployment", TIMEOUT, || async {
+        deployments
+            .get_opt("hello-00001-deployment")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let containers = revision
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers)
+        .unwrap_or_default();
+    let image_of = |name: &str| {
+        containers
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(image_of("user-container"), APP_IMAGE);
+    assert_eq!(image_of("queue-proxy"), queue, "the configured queue-proxy");
+    assert!(ctl.is_running(), "{}", ctl.log_text());
+    assert_eq!(
+        op.writes().await,
+        before,
+        "the Knative operator wrote nothing while Knative's controller worked"
+    );
+    // The Service goes while the controller still runs: it clears the
+    // finalizers it set on what it made.
+    let services: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("serving.knative.dev", "v1", "Service"),
+            "services",
+        ),
+    );
+    services
+        .delete("hello", &DeleteParams::foreground())
+        .await
+        .expect("delete the Service");
+    wait_gone(&services, "hello", TIMEOUT).await;
+    wait_gone(&revisions, "hello-00001", TIMEOUT).await;
+    drop(ctl);
+
+    // KServe's Serverless mode is accepted now that Knative is there.
+    let serving = OperatorProcess::start("kubeflow-serving-operator", &[]);
+    let servings = component_api(&client, &ns.name, "Serving");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.18.0\n  deploymentMode: Serverless\n",
+    )
+    .await;
+    wait_condition(&servings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    kubeflow_e2e::component::delete_and_wait(&servings, "kubeflow", TIMEOUT).await;
+    drop(serving);
+
+    // Removal with crdPolicy: Delete takes Knative's CRDs once none of
+    // their objects is left; the namespaces stay.
+    knatives
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&knatives, "kubeflow", TIMEOUT).await;
+    assert!(!exists(&client, SERVING, "controller").await);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    wait_for("Knative's CRDs to go", TIMEOUT, || async {
+        crds.get_opt("services.serving.knative.dev")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        Api::<Namespace>::all(client.clone())
+            .get_opt(SERVING)
+            .await
+            .expect("get")
+            .is_some()
+    );
+    drop(op);
+    ns.delete().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
