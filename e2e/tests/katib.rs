@@ -417,6 +417,14 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         before,
         "the Katib operator wrote nothing while Katib's controller worked"
     );
+    // The Experiment goes while the controller runs: it clears the
+    // finalizer it set, and what it made goes with it.
+    let users = experiments(&client, &ns.name);
+    users
+        .delete("user-tuning", &DeleteParams::foreground())
+        .await
+        .expect("delete the Experiment");
+    wait_gone(&users, "user-tuning", TIMEOUT).await;
     drop(ctl);
     drop(op);
     ns.delete().await;

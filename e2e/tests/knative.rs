@@ -53,6 +53,14 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
     let (client, _g) =
         kubeflow_e2e::component::prepare(&["Knative", "Serving"], &["knative", "serving"]).await;
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    // The cluster-local gateway goes beside Istio's ingress gateway; the
+    // chart makes istio-system, Istio is not installed here.
+    apply_yaml(
+        &client,
+        "default",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: istio-system}\n",
+    )
+    .await;
     let ns = TestNamespace::new(&client, "knative").await;
     let op = OperatorProcess::start(OPERATOR, &[]);
     let knatives = component_api(&client, &ns.name, "Knative");

@@ -102,6 +102,7 @@ impl Component for KatibComponent {
             )?;
             cm.data["data"][katib_config::FILE] = Value::String(edited);
         }
+        drop_kubeflow_category(&mut objects);
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,
@@ -143,6 +144,25 @@ impl Component for KatibComponent {
         cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
             && matches!(kind(obj), "PersistentVolumeClaim" | "Secret")
             && database::bundled(obj)
+    }
+}
+
+/// Katib's CRDs put their kinds in a `kubeflow` category, which would make
+/// `kubectl get kubeflow` list Experiments, Suggestions and Trials instead
+/// of the `Kubeflow` resource (kubectl expands a category before it looks
+/// for a kind of that name). They keep `all` and `katib`.
+fn drop_kubeflow_category(objects: &mut [DynamicObject]) {
+    for crd in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+    {
+        if let Some(list) = crd
+            .data
+            .pointer_mut("/spec/names/categories")
+            .and_then(Value::as_array_mut)
+        {
+            list.retain(|c| c != "kubeflow");
+        }
     }
 }
 
@@ -267,6 +287,28 @@ mod tests {
             "{}",
             refused.message
         );
+    }
+
+    #[test]
+    fn kubectl_get_kubeflow_keeps_meaning_the_kubeflow_resource() {
+        let r = render_spec(
+            &KatibComponent,
+            json!({"version": "v0.19.0"}),
+            &Inputs::default(),
+        )
+        .expect("render");
+        for name in [
+            "experiments.kubeflow.org",
+            "suggestions.kubeflow.org",
+            "trials.kubeflow.org",
+        ] {
+            let crd = find(&r, "CustomResourceDefinition", name).expect("crd");
+            assert_eq!(
+                crd.data["spec"]["names"]["categories"],
+                json!(["all", "katib"]),
+                "{name}"
+            );
+        }
     }
 
     #[test]
