@@ -250,6 +250,31 @@ mod tests {
     }
 
     #[test]
+    fn serving_meets_restricted_and_eventing_baseline_as_the_chart_enforces() {
+        use kubeflow_operator::pod_security::{Level, needed};
+        for version in ["v1.21.1", "v1.22.0"] {
+            let r = render_spec(
+                &KnativeComponent,
+                json!({"version": version, "eventing": true}),
+                &(),
+            )
+            .expect("render");
+            let need = needed(&r.objects);
+            let level = |ns: &str| need.get(ns).map(|n| n.level);
+            assert_eq!(
+                level(SERVING_NAMESPACE),
+                Some(Level::Restricted),
+                "{version}: {need:?}"
+            );
+            assert_eq!(
+                level(EVENTING),
+                Some(Level::Baseline),
+                "{version}: {need:?}"
+            );
+        }
+    }
+
+    #[test]
     fn domain_ingress_class_and_kubeflow_gateway_reach_their_config_maps() {
         let r = render_spec(
             &KnativeComponent,
