@@ -68,7 +68,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("10/10"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("13/13"));
     // The demo's login: a random password printed once, which the hash in
     // the users Secret verifies, and which reached dex's configuration.
     let password = printed
@@ -203,7 +203,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         .find(|l| l.contains(" kubeflow "))
         .unwrap_or_default();
     assert!(
-        row.contains("26.03.1") && row.contains("Ready") && row.contains("10/10"),
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("13/13"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
 

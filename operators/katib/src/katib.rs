@@ -102,7 +102,6 @@ impl Component for KatibComponent {
             )?;
             cm.data["data"][katib_config::FILE] = Value::String(edited);
         }
-        drop_kubeflow_category(&mut objects);
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,
@@ -144,25 +143,6 @@ impl Component for KatibComponent {
         cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
             && matches!(kind(obj), "PersistentVolumeClaim" | "Secret")
             && database::bundled(obj)
-    }
-}
-
-/// Katib's CRDs put their kinds in a `kubeflow` category, which would make
-/// `kubectl get kubeflow` list Experiments, Suggestions and Trials instead
-/// of the `Kubeflow` resource (kubectl expands a category before it looks
-/// for a kind of that name). They keep `all` and `katib`.
-fn drop_kubeflow_category(objects: &mut [DynamicObject]) {
-    for crd in objects
-        .iter_mut()
-        .filter(|o| kind(o) == "CustomResourceDefinition")
-    {
-        if let Some(list) = crd
-            .data
-            .pointer_mut("/spec/names/categories")
-            .and_then(Value::as_array_mut)
-        {
-            list.retain(|c| c != "kubeflow");
-        }
     }
 }
 
@@ -290,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn kubectl_get_kubeflow_keeps_meaning_the_kubeflow_resource() {
+    fn kubectl_get_kubeflow_and_katib_keep_meaning_the_projects_kinds() {
         let r = render_spec(
             &KatibComponent,
             json!({"version": "v0.19.0"}),
@@ -305,7 +285,7 @@ mod tests {
             let crd = find(&r, "CustomResourceDefinition", name).expect("crd");
             assert_eq!(
                 crd.data["spec"]["names"]["categories"],
-                json!(["all", "katib"]),
+                json!(["all"]),
                 "{name}"
             );
         }

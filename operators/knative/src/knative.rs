@@ -275,6 +275,27 @@ mod tests {
     }
 
     #[test]
+    fn kubectl_get_serving_and_knative_keep_meaning_the_projects_kinds() {
+        let r = render_spec(
+            &KnativeComponent,
+            json!({"version": "v1.22.0", "eventing": true}),
+            &(),
+        )
+        .expect("render");
+        let services = find(
+            &r,
+            "CustomResourceDefinition",
+            "services.serving.knative.dev",
+        )
+        .expect("crd");
+        assert_eq!(
+            services.data["spec"]["names"]["categories"],
+            json!(["all"]),
+            "Knative's `knative` and `serving` categories name the project's kinds"
+        );
+    }
+
+    #[test]
     fn domain_ingress_class_and_kubeflow_gateway_reach_their_config_maps() {
         let r = render_spec(
             &KnativeComponent,

@@ -36,6 +36,7 @@ pub fn apply_common(
             .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
     }
     transform::set_namespace(objects, placement.target, placement.from_namespaces);
+    transform::drop_categories(objects, project_kind_names());
     // The mirror first: per-container overrides win over it.
     if let Some(registry) = &common.image_registry {
         crate::images::check_registry("spec.imageRegistry", registry)
@@ -72,6 +73,27 @@ pub fn apply_common(
         openshift::unpin_ids(objects);
     }
     Ok(())
+}
+
+/// Every name `kubectl get` takes for one of the project's kinds (plural,
+/// singular, short names). A bundle's CRD that lists one of them as a
+/// category would shadow it: kubectl expands a category before it looks for
+/// a kind, so `kubectl get kubeflow` listed Katib's Experiments and
+/// `kubectl get serving` Knative's Services.
+fn project_kind_names() -> &'static std::collections::BTreeSet<String> {
+    static NAMES: std::sync::OnceLock<std::collections::BTreeSet<String>> =
+        std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        kubeflow_api::crds::all()
+            .into_iter()
+            .flat_map(|(_, crd)| {
+                let n = crd.spec.names;
+                std::iter::once(n.plural)
+                    .chain(n.singular)
+                    .chain(n.short_names.unwrap_or_default())
+            })
+            .collect()
+    })
 }
 
 /// The version a component CR asks for, or a refusal saying how to set it.

@@ -117,6 +117,22 @@ fn rewrite_account_names(v: &mut Value, moved: &[String], target: &str) {
     }
 }
 
+/// Removes from every CRD's categories those in `names`.
+pub fn drop_categories(objects: &mut [DynamicObject], names: &std::collections::BTreeSet<String>) {
+    for crd in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+    {
+        if let Some(list) = crd
+            .data
+            .pointer_mut("/spec/names/categories")
+            .and_then(Value::as_array_mut)
+        {
+            list.retain(|c| c.as_str().is_none_or(|c| !names.contains(c)));
+        }
+    }
+}
+
 /// The pod template spec of a workload (Deployment, StatefulSet, DaemonSet, Job), if it is one.
 pub fn pod_spec_mut(obj: &mut DynamicObject) -> Option<&mut Value> {
     match kind(obj) {
