@@ -218,9 +218,9 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&servings, "kubeflow", TIMEOUT).await;
     let workloads: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
-    wait_for("Kubeflow Ready with nine components", TIMEOUT, || async {
+    wait_for("Kubeflow Ready with twelve components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "9/9")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "12/12")
             .then_some(())
     })
     .await;
