@@ -26,6 +26,23 @@ pub fn bin_dir() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// A folder for one controller run's files (its configuration, kubeconfig
+/// and certificate), under the e2e cache rather than the build folder: a
+/// clone may live under /tmp, which a controller given a private /tmp (see
+/// [`Controller::start`]) no longer sees.
+pub fn run_dir(name: &str) -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let cache = std::env::var_os("KUBEFLOW_E2E_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or(home.join(".cache/kubeflow-e2e"));
+    let dir = cache.join("upstream-runs").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("run folder");
+    dir
+}
+
 /// Writes a kubeconfig for `namespace/account` (a one-hour token from the
 /// TokenRequest API) at `path`, for the test cluster's API server.
 pub fn service_account_kubeconfig(namespace: &str, account: &str, path: &Path) {
@@ -84,7 +101,8 @@ impl Controller {
     /// output in `log`. `private_tmp`: a controller that reads a fixed path
     /// under /tmp (Katib's webhook certificates) gets a /tmp of its own, a
     /// tmpfs in a private mount namespace that goes with the process, with
-    /// the files of that folder copied to `/tmp/<name>`.
+    /// the files of that folder copied to `/tmp/<name>` (read before the
+    /// tmpfs hides /tmp, wherever the folder is).
     pub fn start(
         program: &Path,
         args: &[String],
@@ -101,8 +119,10 @@ impl Controller {
                 let mut c = Command::new("unshare");
                 c.args(["--mount", "--propagation", "private", "sh", "-c"])
                     .arg(
-                        "set -e; mount -t tmpfs -o size=16m,mode=1777 tmpfs /tmp; \
-                         mkdir -p \"/tmp/$2\"; cp \"$1\"/* \"/tmp/$2/\"; shift 2; exec \"$@\"",
+                        "set -e; files=$(tar -C \"$1\" -cf - . | base64 -w0); \
+                         mount -t tmpfs -o size=16m,mode=1777 tmpfs /tmp; mkdir -p \"/tmp/$2\"; \
+                         printf %s \"$files\" | base64 -d | tar -C \"/tmp/$2\" -xf -; \
+                         shift 2; exec \"$@\"",
                     )
                     .arg("private-tmp")
                     .arg(from)

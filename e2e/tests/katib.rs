@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::{OperatorProcess, free_port, target_dir};
+use kubeflow_e2e::operator::{OperatorProcess, free_port};
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -333,7 +333,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
 
     // The installed configuration, with the controller's listeners on free
     // loopback ports instead of the pod's fixed ones.
-    let dir = target_dir().join("e2e-upstream").join(&ns.name);
+    let dir = upstream::run_dir(&ns.name);
     let certs = dir.join("cert");
     std::fs::create_dir_all(&certs).expect("folder");
     let mut config = katib_config(&client, &ns.name).await;

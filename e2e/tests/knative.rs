@@ -17,7 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
-use kubeflow_e2e::operator::{OperatorProcess, free_port, target_dir};
+use kubeflow_e2e::operator::{OperatorProcess, free_port};
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
@@ -136,7 +136,7 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
     // token and configuration: a Knative Service becomes a Revision and the
     // Revision's Deployment, its queue-proxy from the mirror.
     let program = upstream::bin_dir().join("knative-serving-controller");
-    let dir = target_dir().join("e2e-upstream").join(&ns.name);
+    let dir = upstream::run_dir(&ns.name);
     std::fs::create_dir_all(&dir).expect("folder");
     let kubeconfig = dir.join("kubeconfig");
     upstream::service_account_kubeconfig(SERVING, "controller", &kubeconfig);
