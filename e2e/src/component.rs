@@ -165,19 +165,29 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
                 }
             }
         }
-        // Knative's CRDs another test left (kept when Knative went) would
-        // look like Knative installed, and the Serving tests expect
-        // Serverless refused without it.
+        // Knative's and KServe's CRDs another test kept (the upgrade test
+        // leaves KServe v0.18.0's, whose stored versions an older KServe
+        // cannot take; Knative's make Serverless look installed) belong to
+        // no inventory: the Serving tests start without them.
         if *component == "serving" {
-            let name = "services.serving.knative.dev";
-            let held = crds.get_opt(name).await.ok().flatten().is_some_and(|c| {
-                c.metadata
+            for crd in crds
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let group = &crd.spec.group;
+                let theirs = group == "serving.kserve.io" || group.ends_with("knative.dev");
+                let held = crd
+                    .metadata
                     .labels
                     .as_ref()
-                    .is_some_and(|l| l.contains_key("components.kubeflow.org/component"))
-            });
-            if !held && crds.delete(name, &DeleteParams::background()).await.is_ok() {
-                wait_gone(&crds, name, std::time::Duration::from_secs(60)).await;
+                    .is_some_and(|l| l.contains_key("applyset.kubernetes.io/part-of"));
+                if theirs && !held {
+                    let name = crd.metadata.name.clone().unwrap_or_default();
+                    let _ = crds.delete(&name, &DeleteParams::background()).await;
+                    wait_gone(&crds, &name, std::time::Duration::from_secs(60)).await;
+                }
             }
         }
         // Namespaces are released, not deleted, by a cleanup; after a test
