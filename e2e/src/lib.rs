@@ -81,17 +81,21 @@ pub fn cluster_cmd(args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The kubeconfig `e2e/cluster up` writes.
-pub fn kubeconfig_path() -> PathBuf {
+/// The e2e cache (`KUBEFLOW_E2E_CACHE`, else `~/.cache/kubeflow-e2e`).
+pub fn cache_dir() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_default();
-    let cache = std::env::var_os("KUBEFLOW_E2E_CACHE")
+    std::env::var_os("KUBEFLOW_E2E_CACHE")
         .map(PathBuf::from)
-        .unwrap_or(home.join(".cache/kubeflow-e2e"));
+        .unwrap_or(home.join(".cache/kubeflow-e2e"))
+}
+
+/// The kubeconfig `e2e/cluster up` writes.
+pub fn kubeconfig_path() -> PathBuf {
     std::env::var_os("KUBEFLOW_E2E_STATE")
         .map(PathBuf::from)
-        .unwrap_or(cache.join("cluster"))
+        .unwrap_or(cache_dir().join("cluster"))
         .join("kubeconfig")
 }
 

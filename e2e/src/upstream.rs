@@ -31,13 +31,7 @@ pub fn bin_dir() -> PathBuf {
 /// clone may live under /tmp, which a controller given a private /tmp (see
 /// [`Controller::start`]) no longer sees.
 pub fn run_dir(name: &str) -> PathBuf {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let cache = std::env::var_os("KUBEFLOW_E2E_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or(home.join(".cache/kubeflow-e2e"));
-    let dir = cache.join("upstream-runs").join(name);
+    let dir = crate::cache_dir().join("upstream-runs").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("run folder");
     dir
