@@ -6,11 +6,12 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kubeflow_operator::api::components::pipelines::VolumePolicy;
 use kubeflow_operator::api::{Pipelines, Platform};
 use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::cleanup::delete_if_present;
 use kubeflow_operator::component::{
     Component, DereferenceError, Reference, Refusal, RenderContext, Rendered,
 };
 use kubeflow_operator::kinds::kind;
-use kubeflow_operator::kube::api::{Api, DeleteParams, DynamicObject};
+use kubeflow_operator::kube::api::{Api, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
@@ -157,11 +158,11 @@ impl Component for PipelinesComponent {
     ) -> Result<Vec<String>, kubeflow_operator::kube::Error> {
         let name = CACHE_WEBHOOK.replace("{}", &cr.namespace().unwrap_or_default());
         let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => Ok(vec![format!("MutatingWebhookConfiguration {name}")]),
-            Err(kubeflow_operator::kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        Ok(if delete_if_present(&api, &name).await? {
+            vec![format!("MutatingWebhookConfiguration {name}")]
+        } else {
+            Vec::new()
+        })
     }
 }
 

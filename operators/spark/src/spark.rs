@@ -4,13 +4,14 @@
 
 use kubeflow_operator::api::{BatchScheduler, Spark};
 use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::cleanup::delete_if_present;
 use kubeflow_operator::component::{
     Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
 };
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::k8s_openapi::api::coordination::v1::Lease;
 use kubeflow_operator::k8s_openapi::api::core::v1::Secret;
-use kubeflow_operator::kube::api::{Api, DeleteParams};
+use kubeflow_operator::kube::api::Api;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
@@ -126,31 +127,16 @@ impl Component for SparkComponent {
         let ns = cr.namespace().unwrap_or_default();
         let mut deleted = Vec::new();
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        if gone(
-            secrets
-                .delete(CERT_SECRET, &DeleteParams::background())
-                .await,
-        )? {
+        if delete_if_present(&secrets, CERT_SECRET).await? {
             deleted.push(format!("Secret {ns}/{CERT_SECRET}"));
         }
         let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
         for lease in LEASES {
-            if gone(leases.delete(lease, &DeleteParams::background()).await)? {
+            if delete_if_present(&leases, lease).await? {
                 deleted.push(format!("Lease {ns}/{lease}"));
             }
         }
         Ok(deleted)
-    }
-}
-
-/// Whether a delete removed something (a missing object is no error).
-fn gone<T>(
-    r: Result<T, kubeflow_operator::kube::Error>,
-) -> Result<bool, kubeflow_operator::kube::Error> {
-    match r {
-        Ok(_) => Ok(true),
-        Err(kubeflow_operator::kube::Error::Api(e)) if e.code == 404 => Ok(false),
-        Err(e) => Err(e),
     }
 }
 

@@ -98,3 +98,20 @@ pub async fn cleanup(
     }
     Ok(out)
 }
+
+/// Deletes `name` (in the background) if it exists: whether something was
+/// deleted. For what a component's programs make at run time, which may or
+/// may not be there when the component goes.
+pub async fn delete_if_present<K>(api: &kube::Api<K>, name: &str) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api
+        .delete(name, &kube::api::DeleteParams::background())
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
