@@ -260,7 +260,11 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
             "authorizationpolicies",
         ),
     );
-    let policy = policies.get(user).await.expect("joe's policy");
+    // The bindings and the policies are separate writes of one pass.
+    let policy = wait_for("joe's policy", TIMEOUT, || async {
+        policies.get_opt(user).await.ok()?
+    })
+    .await;
     assert_eq!(
         policy.data["spec"]["rules"][0]["when"][0]["values"],
         json!(["Joe@example.com"])

@@ -4,7 +4,7 @@
 
 use kubeflow_operator::api::{BatchScheduler, Spark};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::cleanup::delete_if_present;
+use kubeflow_operator::cleanup::delete_in_parent_namespace_if_present;
 use kubeflow_operator::component::{
     Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
 };
@@ -118,7 +118,8 @@ impl Component for SparkComponent {
         Ok(Rendered { objects, version })
     }
 
-    /// The webhook's certificate Secret and both Leases.
+    /// The webhook's certificate Secret and both Leases, in the resource's
+    /// namespace (its programs run there).
     async fn cleanup_run_time_objects(
         &self,
         cr: &Spark,
@@ -127,12 +128,12 @@ impl Component for SparkComponent {
         let ns = cr.namespace().unwrap_or_default();
         let mut deleted = Vec::new();
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        if delete_if_present(&secrets, CERT_SECRET).await? {
+        if delete_in_parent_namespace_if_present(&secrets, CERT_SECRET).await? {
             deleted.push(format!("Secret {ns}/{CERT_SECRET}"));
         }
         let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
         for lease in LEASES {
-            if delete_if_present(&leases, lease).await? {
+            if delete_in_parent_namespace_if_present(&leases, lease).await? {
                 deleted.push(format!("Lease {ns}/{lease}"));
             }
         }

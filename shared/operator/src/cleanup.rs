@@ -115,3 +115,25 @@ where
         Err(e) => Err(e),
     }
 }
+
+/// [`delete_if_present`] for an object in the parent's own namespace. A
+/// refusal there means that namespace is being deleted: the namespace
+/// controller removes the operator's Role before the parent's finalizer
+/// runs (the same reason [`cleanup`] leaves the parent's namespace to
+/// garbage collection), and the object goes with the namespace. Failing
+/// would hold the finalizer, and so the namespace, for ever.
+pub async fn delete_in_parent_namespace_if_present<K>(
+    api: &kube::Api<K>,
+    name: &str,
+) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match delete_if_present(api, name).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::warn!(name, message = %e.message, "not allowed to delete in the parent's namespace: left to the namespace's deletion");
+            Ok(false)
+        }
+        other => other,
+    }
+}
