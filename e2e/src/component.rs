@@ -19,6 +19,7 @@ pub fn component_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject
         "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
         "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
         "Notebooks" => ("components.kubeflow.org", "notebooks".to_string()),
+        "ModelRegistry" => ("components.kubeflow.org", "modelregistries".to_string()),
         k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
     };
     let ar =
@@ -267,6 +268,7 @@ pub fn component_resource(kind: &str) -> ApiResource {
         "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
         "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
         "Notebooks" => ("components.kubeflow.org", "notebooks".to_string()),
+        "ModelRegistry" => ("components.kubeflow.org", "modelregistries".to_string()),
         k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
@@ -317,7 +319,7 @@ pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 14] = [
+pub const ALL_KINDS: [&str; 15] = [
     "Kubeflow",
     "Istio",
     "CertManager",
@@ -326,6 +328,7 @@ pub const ALL_KINDS: [&str; 14] = [
     "Dashboard",
     "Notebooks",
     "Katib",
+    "ModelRegistry",
     "Spark",
     "Training",
     "Trainer",
@@ -334,7 +337,7 @@ pub const ALL_KINDS: [&str; 14] = [
     "DevicePlugins",
 ];
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 14] = [
+pub const ALL_COMPONENTS: [&str; 15] = [
     "kubeflow",
     "istio",
     "cert-manager",
@@ -343,6 +346,7 @@ pub const ALL_COMPONENTS: [&str; 14] = [
     "dashboard",
     "notebooks",
     "katib",
+    "model-registry",
     "spark",
     "training",
     "trainer",

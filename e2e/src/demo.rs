@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 14] = [
+pub const COMPONENTS: [&str; 15] = [
     "meta",
     "istio",
     "cert-manager",
@@ -14,6 +14,7 @@ pub const COMPONENTS: [&str; 14] = [
     "dashboard",
     "notebooks",
     "katib",
+    "model-registry",
     "spark",
     "training",
     "trainer",

@@ -23,9 +23,9 @@ fn bundle_dirs() -> Vec<(String, String)> {
     }
     // Training has one version, Trainer two, pipelines, serving and istio
     // four each (26.03.1's included), cert-manager, dex, oauth2-proxy, the
-    // dashboard, Notebooks and the device plugins two each, Katib and Spark one each, Knative two. Fewer means the
+    // dashboard, Notebooks and the device plugins two each, Katib and Spark one each, Knative and the Model Registry two. Fewer means the
     // data is missing, and every test over it would pass on nothing.
-    assert_eq!(out.len(), 33, "{out:?}");
+    assert_eq!(out.len(), 35, "{out:?}");
     out
 }
 

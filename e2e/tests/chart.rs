@@ -428,7 +428,7 @@ fn operator_pods_meet_restricted_pod_security() {
 }
 
 /// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 15] = [
+const IMAGE_COMPONENTS: [&str; 16] = [
     "cert-manager",
     "dex",
     "oauth2-proxy",
@@ -436,6 +436,7 @@ const IMAGE_COMPONENTS: [&str; 15] = [
     "platform",
     "notebooks",
     "katib",
+    "model-registry",
     "spark",
     "knative",
     "training",

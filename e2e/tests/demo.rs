@@ -54,6 +54,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "certmanager.components.kubeflow.org/kubeflow",
         "notebooks.components.kubeflow.org/kubeflow",
         "katib.components.kubeflow.org/kubeflow",
+        "modelregistry.components.kubeflow.org/kubeflow",
         "spark.components.kubeflow.org/kubeflow",
         "knative.components.kubeflow.org/kubeflow",
         "auth.components.kubeflow.org/kubeflow",
@@ -68,7 +69,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         condition(&kf, "Ready").map(|c| c.0),
         Some("True".to_string())
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("13/13"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("14/14"));
     // The demo's login: a random password printed once, which the hash in
     // the users Secret verifies, and which reached dex's configuration.
     let password = printed
@@ -203,7 +204,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         .find(|l| l.contains(" kubeflow "))
         .unwrap_or_default();
     assert!(
-        row.contains("26.03.1") && row.contains("Ready") && row.contains("13/13"),
+        row.contains("26.03.1") && row.contains("Ready") && row.contains("14/14"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
 
@@ -220,7 +221,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     wait_gone(&workloads, "kserve-controller-manager", TIMEOUT).await;
     wait_for("Kubeflow Ready with twelve components", TIMEOUT, || async {
         let kf = kfs.get("kubeflow").await.ok()?;
-        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "12/12")
+        (condition(&kf, "Ready")?.0 == "True" && kf.data["status"]["readyComponents"] == "13/13")
             .then_some(())
     })
     .await;

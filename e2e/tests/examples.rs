@@ -11,7 +11,7 @@ use kubeflow_e2e::component::prepare;
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
 
 /// The kinds an example must exist for.
-const KINDS: [&str; 14] = [
+const KINDS: [&str; 15] = [
     "Kubeflow",
     "Istio",
     "CertManager",
@@ -19,6 +19,7 @@ const KINDS: [&str; 14] = [
     "Dashboard",
     "Notebooks",
     "Katib",
+    "ModelRegistry",
     "Spark",
     "Knative",
     "Pipelines",

@@ -73,7 +73,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
         &client,
         &ns.name,
         &format!(
-            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    {auth}\n    dashboard: {managed}\n    notebooks: {managed}\n    katib: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    spark: {managed}\n    knative: {{managementState: Managed, spec: {{eventing: true}}}}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
+            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    {auth}\n    dashboard: {managed}\n    notebooks: {managed}\n    katib: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    modelRegistry: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    spark: {managed}\n    knative: {{managementState: Managed, spec: {{eventing: true}}}}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
         ),
     )
     .await;

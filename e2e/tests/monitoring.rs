@@ -167,8 +167,8 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     prom.wait_targets_up(COMPONENTS.len()).await;
     wait_for("every CR's readiness gauge at 1", TIMEOUT, || async {
         let r = prom.query("kubeflow_component_ready == 1").await.ok()?;
-        // The Kubeflow resource and its thirteen components.
-        (r.len() == 14).then_some(())
+        // The Kubeflow resource and its fourteen components.
+        (r.len() == 15).then_some(())
     })
     .await;
     // Scraped through the ServiceMonitor, a series keeps the namespace of

@@ -20,7 +20,7 @@ use kubeflow_e2e::{
 };
 use serde_json::Value;
 
-const COMPONENTS: [&str; 14] = [
+const COMPONENTS: [&str; 15] = [
     "meta",
     "istio",
     "cert-manager",
@@ -28,6 +28,7 @@ const COMPONENTS: [&str; 14] = [
     "dashboard",
     "notebooks",
     "katib",
+    "model-registry",
     "spark",
     "knative",
     "pipelines",

@@ -135,7 +135,7 @@ async fn the_charts_operators_run_as_pods_on_the_real_node() {
         condition(&kf, "Ready").map(|c| c.0).as_deref(),
         Some("True")
     );
-    assert_eq!(kf.data["status"]["readyComponents"], json!("13/13"));
+    assert_eq!(kf.data["status"]["readyComponents"], json!("14/14"));
 
     // The operators' pods, Running and Ready on the real node, admitted under the
     // restricted Pod Security level, authenticated by their mounted token.

@@ -104,7 +104,7 @@ fn name_of(yaml: &str) -> &str {
 }
 
 /// The operators that run in this test, by component.
-const OPERATORS: [&str; 13] = [
+const OPERATORS: [&str; 14] = [
     "meta",
     "istio",
     "cert-manager",
@@ -113,6 +113,7 @@ const OPERATORS: [&str; 13] = [
     "dashboard",
     "notebooks",
     "katib",
+    "model-registry",
     "spark",
     "training",
     "trainer",
@@ -156,7 +157,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     let user = kubeflow_e2e::login::TestUser::random("user@example.com");
     kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
     let comps = format!(
-        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    knative: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
+        "    istio: {{managementState: Managed}}\n    certManager: {{managementState: Managed}}\n    {}\n    dashboard: {{managementState: Managed, spec: {{profiles: [{{name: team-a, owner: user@example.com}}]}}}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    modelRegistry: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    knative: {{managementState: Managed}}\n    training: {{managementState: Managed}}\n    trainer: {{managementState: Managed, spec: {{runtimes: [torch-distributed]}}}}\n    pipelines: {{managementState: Managed}}\n    serving: {{managementState: Managed}}\n    devicePlugins: {{managementState: Removed}}\n",
         kubeflow_e2e::login::AUTH_ENTRY
     );
     apply_yaml(
@@ -221,6 +222,7 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
         ("CertManager", "v1.20.2"),
         ("Notebooks", "v1.11.0"),
         ("Katib", "v0.19.0"),
+        ("ModelRegistry", "v0.3.9"),
         ("Spark", "2.5.0"),
         ("Knative", "v1.22.0"),
         ("Auth", "v7.15.2"),
@@ -257,6 +259,52 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
             })
             .collect();
         assert!(ours.is_empty(), "{kind} written by {ours:?}");
+    }
+
+    // The Model Registry moved from MySQL to PostgreSQL: MySQL's volume is
+    // released, not deleted, listed in the status, and the password that
+    // opens it stays beside the new one.
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), &ns.name);
+    let mysql = claims
+        .get("metadata-mysql")
+        .await
+        .expect("MySQL's volume is kept");
+    assert!(
+        !mysql
+            .labels()
+            .contains_key("applyset.kubernetes.io/part-of"),
+        "released: no inventory holds it"
+    );
+    claims
+        .get("metadata-postgres")
+        .await
+        .expect("PostgreSQL's volume");
+    let registry = component_api(&client, &ns.name, "ModelRegistry")
+        .get("kubeflow")
+        .await
+        .expect("the ModelRegistry");
+    assert!(
+        registry.data["status"]["released"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["name"] == "metadata-mysql"),
+        "{}",
+        registry.data["status"]
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), &ns.name);
+    let keys: Vec<String> = secrets
+        .get("model-registry-db-secrets")
+        .await
+        .expect("the registry's password")
+        .data
+        .unwrap_or_default()
+        .into_keys()
+        .collect();
+    for key in ["MYSQL_ROOT_PASSWORD", "POSTGRES_PASSWORD"] {
+        assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
     }
 
     // What the API server will not change in place was recreated, and said so.
@@ -297,6 +345,8 @@ async fn the_upgrade_to_26_03_1_keeps_the_users_objects_and_recreates_what_must_
     );
 
     kubeflow_e2e::component::delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    // The released volume is the person's to delete.
+    let _ = claims.delete("metadata-mysql", &Default::default()).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete("istio-system", &Default::default()).await;
     ns.delete().await;

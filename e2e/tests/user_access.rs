@@ -98,6 +98,7 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
             "certmanagers.components.kubeflow.org",
             "notebooks.components.kubeflow.org",
             "katibs.components.kubeflow.org",
+            "modelregistries.components.kubeflow.org",
             "sparks.components.kubeflow.org",
             "knatives.components.kubeflow.org",
             "auths.components.kubeflow.org",

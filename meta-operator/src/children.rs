@@ -90,6 +90,7 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
                 ComponentKind::Serving => stated(c.serving.as_ref(), kf, v, platform),
                 ComponentKind::Notebooks => stated(c.notebooks.as_ref(), kf, v, platform),
                 ComponentKind::Katib => stated(c.katib.as_ref(), kf, v, platform),
+                ComponentKind::ModelRegistry => stated(c.model_registry.as_ref(), kf, v, platform),
                 ComponentKind::Spark => stated(c.spark.as_ref(), kf, v, platform),
                 ComponentKind::Knative => stated(c.knative.as_ref(), kf, v, platform),
             };

@@ -1,12 +1,12 @@
-//! The thirteen component kinds the `Kubeflow` CR stands for: their names, the
+//! The fourteen component kinds the `Kubeflow` CR stands for: their names, the
 //! order they are created in, what each waits for, and their API resources.
 
 use std::fmt;
 
 use kube::api::ApiResource;
 use kubeflow_api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Notebooks, Pipelines,
-    Serving, Spark, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, ModelRegistry, Notebooks,
+    Pipelines, Serving, Spark, Trainer, Training,
 };
 
 /// A component of Kubeflow, each with its own CR kind and operator.
@@ -34,6 +34,8 @@ pub enum ComponentKind {
     Notebooks,
     /// Katib, hyperparameter tuning.
     Katib,
+    /// Model Registry (Kubeflow Hub).
+    ModelRegistry,
     /// The Spark operator.
     Spark,
     /// Knative Serving (and Eventing).
@@ -43,7 +45,7 @@ pub enum ComponentKind {
 impl ComponentKind {
     /// Every component, in creation order; removal runs the other way (see
     /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 13] = [
+    pub const ORDER: [ComponentKind; 14] = [
         ComponentKind::Istio,
         ComponentKind::CertManager,
         ComponentKind::Knative,
@@ -56,6 +58,7 @@ impl ComponentKind {
         ComponentKind::Serving,
         ComponentKind::Notebooks,
         ComponentKind::Katib,
+        ComponentKind::ModelRegistry,
         ComponentKind::Spark,
     ];
 
@@ -73,6 +76,7 @@ impl ComponentKind {
             ComponentKind::Serving => "serving",
             ComponentKind::Notebooks => "notebooks",
             ComponentKind::Katib => "katib",
+            ComponentKind::ModelRegistry => "model-registry",
             ComponentKind::Spark => "spark",
             ComponentKind::Knative => "knative",
         }
@@ -117,6 +121,12 @@ impl ComponentKind {
                 ComponentKind::Auth,
                 ComponentKind::Dashboard,
             ],
+            // Its web app's route, login and menu entry.
+            ComponentKind::ModelRegistry => &[
+                ComponentKind::Istio,
+                ComponentKind::Auth,
+                ComponentKind::Dashboard,
+            ],
             _ => &[],
         }
     }
@@ -155,6 +165,7 @@ impl ComponentKind {
             ComponentKind::Serving => ApiResource::erase::<Serving>(&()),
             ComponentKind::Notebooks => ApiResource::erase::<Notebooks>(&()),
             ComponentKind::Katib => ApiResource::erase::<Katib>(&()),
+            ComponentKind::ModelRegistry => ApiResource::erase::<ModelRegistry>(&()),
             ComponentKind::Spark => ApiResource::erase::<Spark>(&()),
             ComponentKind::Knative => ApiResource::erase::<Knative>(&()),
         }
@@ -197,7 +208,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 13);
+        assert_eq!(plurals.len(), 14);
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,

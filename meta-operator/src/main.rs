@@ -13,7 +13,7 @@ mod summary;
 use clap::{CommandFactory, FromArgMatches};
 
 /// Turns `Kubeflow` custom resources into one custom resource per component
-/// (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, Spark, DevicePlugins), which the
+/// (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, ModelRegistry, Spark, DevicePlugins), which the
 /// component operators install.
 #[derive(clap::Parser)]
 #[command(version, after_help = kubeflow_operator::component::ENVIRONMENT_HELP)]

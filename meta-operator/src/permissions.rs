@@ -1,9 +1,9 @@
-//! The meta-operator's RBAC: its own kind and the thirteen component kinds it
+//! The meta-operator's RBAC: its own kind and the fourteen component kinds it
 //! writes, and Events about them. It never touches a component's objects itself.
 
 use kubeflow_operator::api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, Notebooks,
-    Pipelines, Serving, Spark, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, ModelRegistry,
+    Notebooks, Pipelines, Serving, Spark, Trainer, Training,
 };
 use kubeflow_operator::kube::Resource;
 use kubeflow_operator::rbac::{self, MANAGE, Rules};
@@ -22,6 +22,7 @@ pub fn rules() -> Rules {
         Auth::plural(&()).to_string(),
         Dashboard::plural(&()).to_string(),
         Katib::plural(&()).to_string(),
+        ModelRegistry::plural(&()).to_string(),
         Spark::plural(&()).to_string(),
         Knative::plural(&()).to_string(),
     ];

@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{
     Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, KubeflowStatus,
-    Notebooks, Pipelines, Serving, Spark, Trainer, Training,
+    ModelRegistry, Notebooks, Pipelines, Serving, Spark, Trainer, Training,
 };
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
@@ -104,6 +104,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Api::<Katib>::all(c.clone()),
             cfg(),
             "katibs".into(),
+        ))
+        .owns_stream(watches::isolated(
+            Api::<ModelRegistry>::all(c.clone()),
+            cfg(),
+            "modelregistries".into(),
         ))
         .owns_stream(watches::isolated(
             Api::<Spark>::all(c.clone()),

@@ -44,6 +44,9 @@ pub struct Release {
     /// Katib's version; releases before 26.03 carry none the operators
     /// install.
     pub katib: Option<&'static str>,
+    /// Model Registry's version (Kubeflow Hub from v0.3.9 on); releases
+    /// before 26.03 carry none the operators install.
+    pub model_registry: Option<&'static str>,
     /// The Spark operator's version; releases before 26.03 carry none the
     /// operators install.
     pub spark: Option<&'static str>,
@@ -69,6 +72,7 @@ pub const RELEASES: &[Release] = &[
         dex: None,
         dashboard: None,
         katib: None,
+        model_registry: None,
         spark: None,
         knative: None,
     },
@@ -86,6 +90,7 @@ pub const RELEASES: &[Release] = &[
         dex: None,
         dashboard: None,
         katib: None,
+        model_registry: None,
         spark: None,
         knative: None,
     },
@@ -104,6 +109,7 @@ pub const RELEASES: &[Release] = &[
         dex: Some("v2.45.0"),
         dashboard: Some("v1.10.0"),
         katib: Some("v0.19.0"),
+        model_registry: Some("v0.3.7"),
         spark: Some("2.5.0"),
         knative: Some("v1.21.1"),
     },
@@ -121,6 +127,7 @@ pub const RELEASES: &[Release] = &[
         dex: Some("v2.45.1"),
         dashboard: Some("v2.0.0"),
         katib: Some("v0.19.0"),
+        model_registry: Some("v0.3.9"),
         spark: Some("2.5.0"),
         knative: Some("v1.22.0"),
     },
@@ -141,6 +148,7 @@ impl Release {
             ComponentKind::Auth => self.auth,
             ComponentKind::Dashboard => self.dashboard,
             ComponentKind::Katib => self.katib,
+            ComponentKind::ModelRegistry => self.model_registry,
             ComponentKind::Spark => self.spark,
             ComponentKind::Knative => self.knative,
             ComponentKind::DevicePlugins => None,
@@ -385,7 +393,7 @@ mod tests {
         // The README beside the bundles gives each release's versions in a
         // table: Kubeflow, training-operator, trainer, pipelines, kserve,
         // istio, cert-manager ("n/r": not in that release's bundles), dex,
-        // oauth2-proxy, dashboard, notebooks, katib, model registry (not yet installed), spark, knative, then the components no
+        // oauth2-proxy, dashboard, notebooks, katib, model registry, spark, knative, then the components no
         // operator installs yet.
         let readme =
             std::fs::read_to_string(manifests().join("README.md")).expect("the manifests README");
@@ -407,13 +415,24 @@ mod tests {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
             let trainer = (row[2] != "-").then_some(row[2].as_str());
             let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (cert_manager, dex, auth, dashboard, notebooks, katib, spark, knative) = (
+            let (
+                cert_manager,
+                dex,
+                auth,
+                dashboard,
+                notebooks,
+                katib,
+                model_registry,
+                spark,
+                knative,
+            ) = (
                 given(6),
                 given(7),
                 given(8),
                 given(9),
                 given(10),
                 given(11),
+                given(12),
                 given(13),
                 given(14),
             );
@@ -446,8 +465,8 @@ mod tests {
                 r.kubeflow
             );
             assert_eq!(
-                (r.katib, r.spark, r.knative),
-                (katib, spark, knative),
+                (r.katib, r.model_registry, r.spark, r.knative),
+                (katib, model_registry, spark, knative),
                 "{}",
                 r.kubeflow
             );

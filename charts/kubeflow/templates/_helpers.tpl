@@ -12,6 +12,7 @@ istio: istio
 certManager: cert-manager
 notebooks: notebooks
 katib: katib
+modelRegistry: model-registry
 spark: spark
 knative: knative
 auth: auth

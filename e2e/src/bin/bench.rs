@@ -24,7 +24,7 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 14] = [
+const OPERATORS: [&str; 15] = [
     "kubeflow-meta-operator",
     "kubeflow-istio-operator",
     "kubeflow-cert-manager-operator",
@@ -33,6 +33,7 @@ const OPERATORS: [&str; 14] = [
     "kubeflow-dashboard-operator",
     "kubeflow-notebooks-operator",
     "kubeflow-katib-operator",
+    "kubeflow-model-registry-operator",
     "kubeflow-spark-operator",
     "kubeflow-training-operator",
     "kubeflow-trainer-operator",
@@ -40,8 +41,8 @@ const OPERATORS: [&str; 14] = [
     "kubeflow-serving-operator",
     "kubeflow-device-plugins-operator",
 ];
-const KINDS: [&str; 14] = ALL_KINDS;
-const COMPONENTS: [&str; 14] = ALL_COMPONENTS;
+const KINDS: [&str; 15] = ALL_KINDS;
+const COMPONENTS: [&str; 15] = ALL_COMPONENTS;
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -225,13 +226,13 @@ fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)>
         .collect()
 }
 
-/// Every component the release carries: cert-manager, Auth, the Dashboard, Notebooks, Katib, Spark and Knative
+/// Every component the release carries: cert-manager, Auth, the Dashboard, Notebooks, Katib, the Model Registry, Spark and Knative
 /// from 26.03 on (the releases before carry none, and a Managed entry would
 /// be refused). Auth's users Secret is made beside it ([`with_login`]).
 fn all_components(version: &str) -> String {
     let cert_manager = if version.starts_with("26.") {
         format!(
-            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    knative: {{managementState: Managed}}\n    dashboard: {{managementState: Managed}}\n    {}\n",
+            "    certManager: {{managementState: Managed}}\n    notebooks: {{managementState: Managed}}\n    katib: {{managementState: Managed}}\n    modelRegistry: {{managementState: Managed}}\n    spark: {{managementState: Managed}}\n    knative: {{managementState: Managed}}\n    dashboard: {{managementState: Managed}}\n    {}\n",
             kubeflow_e2e::login::AUTH_ENTRY
         )
     } else {

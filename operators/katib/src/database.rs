@@ -2,7 +2,7 @@
 //! generated once and kept (never the release's demo value), or an external
 //! MySQL or PostgreSQL server with credentials from a Secret the user names.
 
-use kubeflow_operator::api::{DatabaseEngine, KatibExternalDatabase};
+use kubeflow_operator::api::{DatabaseEngine, ExternalDatabase};
 use kubeflow_operator::component::DereferenceError;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
@@ -32,15 +32,7 @@ pub fn bundled(o: &DynamicObject) -> bool {
 /// The root password kept in the bundled database's Secret, or a new one
 /// when there is none yet (the first install). 24 random bytes, as hex.
 pub async fn kept_or_new_password(client: &Client, ns: &str) -> Result<String, DereferenceError> {
-    let kept = secrets::read(client, ns, SECRET)
-        .await
-        .map_err(|e| DereferenceError::Api("read the Katib database's password", e))?
-        .and_then(|d| d.get(PASSWORD_KEY).cloned())
-        .filter(|v| !v.is_empty());
-    match kept {
-        Some(v) => Ok(v),
-        None => Ok(secrets::random_hex(24)?),
-    }
+    Ok(secrets::kept_or_generated(client, ns, SECRET, PASSWORD_KEY, 24).await?)
 }
 
 /// The bundled database with `password` as its root password: the demo
@@ -64,7 +56,7 @@ pub fn set_password(objects: &mut [DynamicObject], password: &str) {
 /// Points the database manager at an external server: the bundled database
 /// goes, and the manager gets the engine, address, database name and the
 /// Secret's credentials.
-pub fn use_external(objects: &mut Vec<DynamicObject>, db: &KatibExternalDatabase) {
+pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
     transform::remove(objects, bundled);
     let (engine, prefix, port) = match db.engine {
         DatabaseEngine::MySQL => ("mysql", "KATIB_MYSQL_DB", 3306),

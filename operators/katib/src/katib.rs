@@ -147,7 +147,7 @@ impl Component for KatibComponent {
 }
 
 /// The external database, when the spec names one.
-fn external(cr: &Katib) -> Option<&kubeflow_operator::api::KatibExternalDatabase> {
+fn external(cr: &Katib) -> Option<&kubeflow_operator::api::ExternalDatabase> {
     cr.spec.database.as_ref().and_then(|d| d.external.as_ref())
 }
 

@@ -401,6 +401,43 @@ pub enum VolumePolicy {
     Delete,
 }
 
+/// The database engines a component's external database may run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DatabaseEngine {
+    /// MySQL 8 (or a compatible server).
+    #[default]
+    MySQL,
+    /// PostgreSQL.
+    PostgreSQL,
+}
+
+/// An external database a component keeps its records in instead of its
+/// bundled one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalDatabase {
+    /// Which engine the server runs.
+    #[serde(default)]
+    pub engine: DatabaseEngine,
+    /// Host name of the database server.
+    #[schemars(length(min = 1, max = 253))]
+    pub host: String,
+    /// Port of the database server. Default: 3306 for MySQL, 5432 for
+    /// PostgreSQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// Database name. Default: the bundled database's (Katib: "katib",
+    /// Model Registry: "metadb").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_$-]+$"))]
+    pub database: Option<String>,
+    /// Name of a Secret in the component's namespace with keys `username`
+    /// and `password`.
+    #[schemars(length(min = 1, max = 253))]
+    pub credentials_secret: String,
+}
+
 /// A reference to a key of a Secret in the component's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, Notebooks,
-    Pipelines, Serving, Spark, Trainer, Training,
+    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, ModelRegistry,
+    Notebooks, Pipelines, Serving, Spark, Trainer, Training,
 };
 
 /// Every CRD of the project, with the file name it is kept under in `crds/`.
@@ -73,6 +73,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             component(Katib::crd(), "Katib"),
         ),
         (
+            "components.kubeflow.org_modelregistries.yaml",
+            component(ModelRegistry::crd(), "ModelRegistry"),
+        ),
+        (
             "components.kubeflow.org_sparks.yaml",
             component(Spark::crd(), "Spark"),
         ),
@@ -135,6 +139,11 @@ const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
         "Katib",
         "Katib version to deploy, e.g. \"v0.19.0\"; the meta-operator sets it from its release table.",
         "Image overrides by container name, e.g. {\"katib-controller\": \"registry.example/kubeflow/katib/katib-controller:v0.19.0\"}; the others are \"katib-db-manager\", \"katib-ui\" and \"katib-mysql\". The suggestion and metrics-collector images in katib-config move with imageRegistry.",
+    ),
+    (
+        "ModelRegistry",
+        "Model Registry version to deploy, e.g. \"v0.3.9\"; the meta-operator sets it from its release table.",
+        "Image overrides by container name, e.g. {\"rest-container\": \"registry.example/kubeflow/hub/server:v0.3.9\"}; the others are \"model-registry-ui\", \"catalog\", \"db-container\" and \"postgres\".",
     ),
     (
         "Knative",

@@ -9,8 +9,8 @@ use crate::common::{Platform, UpgradeStrategy};
 use crate::components::{
     auth::AuthSpec, cert_manager::CertManagerSpec, dashboard::DashboardSpec,
     device_plugins::DevicePluginsSpec, istio::IstioSpec, katib::KatibSpec, knative::KnativeSpec,
-    notebooks::NotebooksSpec, pipelines::PipelinesSpec, serving::ServingSpec, spark::SparkSpec,
-    trainer::TrainerSpec, training::TrainingSpec,
+    model_registry::ModelRegistrySpec, notebooks::NotebooksSpec, pipelines::PipelinesSpec,
+    serving::ServingSpec, spark::SparkSpec, trainer::TrainerSpec, training::TrainingSpec,
 };
 
 /// Whether the meta-operator installs a component.
@@ -70,6 +70,11 @@ pub struct KubeflowComponents {
     /// certificate comes from cert-manager).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub katib: Option<ComponentEntry<KatibSpec>>,
+    /// Model Registry, Kubeflow Hub from 26.03.1 on (waits for Istio, and
+    /// for the Dashboard when it is Managed: its web app routes through
+    /// Istio behind the login and is listed in the dashboard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_registry: Option<ComponentEntry<ModelRegistrySpec>>,
     /// The Spark operator (Spark applications in the namespaces you name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spark: Option<ComponentEntry<SparkSpec>>,
@@ -104,7 +109,7 @@ pub struct KubeflowComponents {
     plural = "kubeflows",
     namespaced,
     status = "KubeflowStatus",
-    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, Spark, DevicePlugins) at the release's versions and reports their readiness here.",
+    doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, ModelRegistry, Spark, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
     // The release every component has reached; the one asked for in -o wide.

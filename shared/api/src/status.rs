@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 
 use crate::common::ComponentStatus;
 use crate::components::{
-    auth, cert_manager, dashboard, device_plugins, istio, katib, knative, notebooks, pipelines,
-    serving, spark, trainer, training,
+    auth, cert_manager, dashboard, device_plugins, istio, katib, knative, model_registry,
+    notebooks, pipelines, serving, spark, trainer, training,
 };
 use crate::kubeflow::{Kubeflow, KubeflowStatus};
 
@@ -136,6 +136,7 @@ reported!(notebooks::Notebooks, ComponentStatus);
 reported!(katib::Katib, ComponentStatus);
 reported!(spark::Spark, ComponentStatus);
 reported!(knative::Knative, ComponentStatus);
+reported!(model_registry::ModelRegistry, ComponentStatus);
 reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
 reported!(auth::Auth, auth::AuthStatus);
 reported!(dashboard::Dashboard, dashboard::DashboardStatus);

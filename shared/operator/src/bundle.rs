@@ -98,6 +98,7 @@ pub const FOLDERS: &[&str] = &[
     "dashboard",
     "notebooks",
     "katib",
+    "model-registry",
     "spark",
     "knative",
     "device-plugins/nvidia-gpu",

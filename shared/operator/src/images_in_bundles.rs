@@ -48,6 +48,12 @@ fn scan(objects: &[DynamicObject]) -> BTreeSet<String> {
     for o in objects {
         let text = serde_json::to_string(&o.data).unwrap_or_default();
         for m in qualified.find_iter(&text) {
+            // An `oci://` artifact is an entry of the Model Registry's
+            // catalog (a model or MCP server a user may pull later): listed
+            // as data, never run by what is installed.
+            if text[..m.start()].ends_with("oci://") {
+                continue;
+            }
             out.insert(m.as_str().to_string());
         }
         for c in keyed

@@ -77,6 +77,28 @@ pub async fn require(
         .collect())
 }
 
+/// The value of `key` kept in the Secret `ns/name` that the operator
+/// generated on an earlier pass, or `bytes` new random bytes (as hex) when
+/// there is none yet (the first install): a database password or a cookie
+/// key no one may know in advance, generated once and kept.
+pub async fn kept_or_generated(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+    bytes: usize,
+) -> Result<String, ReadError> {
+    let kept = read(client, ns, name)
+        .await
+        .map_err(ReadError::Api)?
+        .and_then(|d| d.get(key).cloned())
+        .filter(|v| !v.is_empty());
+    match kept {
+        Some(v) => Ok(v),
+        None => random_hex(bytes).map_err(ReadError::Refused),
+    }
+}
+
 /// `bytes` random bytes from the system's secure generator, as lowercase
 /// hex (twice as many characters; safe in any config file and header).
 pub fn random_hex(bytes: usize) -> Result<String, Refusal> {
@@ -114,6 +136,22 @@ pub fn data<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Value 
         })
         .collect();
     Value::Object(map)
+}
+
+/// A rendered Secret's `data` decoded to text (values that are not base64
+/// of UTF-8 text are left out): what [`data`] wrote.
+pub fn decoded(data: &Value) -> BTreeMap<String, String> {
+    use base64::Engine as _;
+    data.as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str()?)
+                .ok()?;
+            Some((k.clone(), String::from_utf8(bytes).ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]

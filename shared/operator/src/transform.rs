@@ -353,6 +353,47 @@ pub fn rewrite_service_hosts(objects: &mut [DynamicObject], from: &str, to: &str
     }
 }
 
+/// Rewrites the Istio hosts `<service>.<from>.svc.cluster.local` that name
+/// one of the bundle's Services (a DestinationRule's `host`, a
+/// VirtualService's route destinations) to `<service>.<to>.svc...`: a
+/// bundle moved to another namespace keeps its routes. kustomize leaves
+/// these alone.
+pub fn rewrite_istio_hosts(objects: &mut [DynamicObject], from: &str, to: &str) {
+    let services: Vec<String> = objects
+        .iter()
+        .filter(|o| kind(o) == "Service")
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    let fix = |host: Option<&mut Value>| {
+        let Some(host) = host else { return };
+        let Some(h) = host.as_str() else { return };
+        let Some(svc) = h.strip_suffix(&format!(".{from}.svc.cluster.local")) else {
+            return;
+        };
+        if services.iter().any(|s| s == svc) {
+            *host = Value::String(format!("{svc}.{to}.svc.cluster.local"));
+        }
+    };
+    for obj in objects.iter_mut() {
+        match kind(obj) {
+            "DestinationRule" => fix(obj.data.pointer_mut("/spec/host")),
+            "VirtualService" => {
+                let http = obj
+                    .data
+                    .pointer_mut("/spec/http")
+                    .and_then(Value::as_array_mut);
+                for h in http.into_iter().flatten() {
+                    let routes = h.get_mut("route").and_then(Value::as_array_mut);
+                    for route in routes.into_iter().flatten() {
+                        fix(route.pointer_mut("/destination/host"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Points every `secretKeyRef` to Secret `from` (key `from_key`) at Secret `to` (key `to_key`).
 pub fn redirect_secret_key(
     objects: &mut [DynamicObject],

@@ -92,6 +92,9 @@ pub struct Plan {
     /// for, or that no longer apply to it: each stops the upgrade until it is
     /// fixed or removed (never dropped silently).
     pub overrides_not_applicable: Vec<String>,
+    /// What the upgrade leaves to a person (data it does not carry over),
+    /// in the component's words.
+    pub actions: Vec<String>,
 }
 
 impl Plan {
@@ -164,6 +167,9 @@ impl Plan {
         let text = self.to_string();
         let mut lines = text.lines();
         let mut out = lines.next().unwrap_or_default().to_string();
+        if !self.actions.is_empty() {
+            out.push_str(&format!("; {} thing(s) to do by hand", self.actions.len()));
+        }
         if !self.overrides_not_applicable.is_empty() {
             out.push_str(&format!(
                 "; {} override(s) do not apply",
@@ -288,6 +294,9 @@ impl fmt::Display for Plan {
                 f,
                 "  override does not apply: {o} (the upgrade waits until it is fixed or removed)"
             )?;
+        }
+        for a in &self.actions {
+            writeln!(f, "  to do by hand: {a}")?;
         }
         for (key, why) in &self.held {
             writeln!(

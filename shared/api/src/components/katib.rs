@@ -4,43 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{CommonSpec, ComponentStatus, VolumePolicy};
-
-/// The database engines Katib's database manager speaks.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum DatabaseEngine {
-    /// MySQL 8 (or a compatible server).
-    #[default]
-    MySQL,
-    /// PostgreSQL.
-    PostgreSQL,
-}
-
-/// An external database for Katib's experiment and trial records and
-/// observation logs.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KatibExternalDatabase {
-    /// Which engine the server runs.
-    #[serde(default)]
-    pub engine: DatabaseEngine,
-    /// Host name of the database server.
-    #[schemars(length(min = 1, max = 253))]
-    pub host: String,
-    /// Port of the database server. Default: 3306 for MySQL, 5432 for
-    /// PostgreSQL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 65535))]
-    pub port: Option<i32>,
-    /// Database name. Default: "katib".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_$-]+$"))]
-    pub database: Option<String>,
-    /// Name of a Secret in the component's namespace with keys `username`
-    /// and `password`.
-    #[schemars(length(min = 1, max = 253))]
-    pub credentials_secret: String,
-}
+use crate::common::{CommonSpec, ComponentStatus, ExternalDatabase, VolumePolicy};
 
 /// Where Katib keeps its records.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -49,7 +13,7 @@ pub struct KatibDatabase {
     /// Use this external database instead of the bundled MySQL (whose root
     /// password the operator generates and keeps in a Secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external: Option<KatibExternalDatabase>,
+    pub external: Option<ExternalDatabase>,
 }
 
 component_crd! {

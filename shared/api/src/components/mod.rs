@@ -66,6 +66,7 @@ pub mod device_plugins;
 pub mod istio;
 pub mod katib;
 pub mod knative;
+pub mod model_registry;
 pub mod notebooks;
 pub mod pipelines;
 pub mod serving;
@@ -139,6 +140,11 @@ component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
 component!(katib::Katib, katib::KatibSpec, "katib");
 component!(spark::Spark, spark::SparkSpec, "spark");
 component!(knative::Knative, knative::KnativeSpec, "knative");
+component!(
+    model_registry::ModelRegistry,
+    model_registry::ModelRegistrySpec,
+    "model-registry"
+);
 component!(auth::Auth, auth::AuthSpec, "auth");
 component!(dashboard::Dashboard, dashboard::DashboardSpec, "dashboard");
 component!(

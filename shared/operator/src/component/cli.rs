@@ -105,7 +105,8 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
                 rendered_in(&component, &cli.args.manifests_dir, v, &namespace)
                     .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))
             };
-            let plan = crate::upgrade_plan::Plan::compute(&render(&from)?, &render(&to)?);
+            let mut plan = crate::upgrade_plan::Plan::compute(&render(&from)?, &render(&to)?);
+            plan.actions = component.upgrade_actions(&from, &to);
             print!("{} {from} -> {to}: {plan}", C::Resource::COMPONENT);
             Ok(())
         }

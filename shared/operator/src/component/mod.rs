@@ -212,6 +212,13 @@ pub trait Component: Send + Sync + 'static {
         false
     }
 
+    /// What moving from version `from` to `to` leaves to a person (data the
+    /// upgrade does not carry over), listed in the upgrade plan before
+    /// anything is written.
+    fn upgrade_actions(&self, _from: &str, _to: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Removes objects the component created at run time (not from its
     /// bundle), before the inventory is cleaned up. Returns what it deleted.
     async fn cleanup_run_time_objects(

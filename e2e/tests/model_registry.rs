@@ -1,0 +1,243 @@
+//! The Model Registry operator, as a process, against the real control
+//! plane: both bundled databases' passwords generated and kept (never the
+//! release's demo values), every kind repaired, nothing written at rest, a
+//! missing Secret refused with nothing written, the upgrade from v0.3.7
+//! (MySQL) to v0.3.9 (PostgreSQL) planned first, naming what a person must
+//! move, and MySQL's volume released with its password, never deleted; and
+//! removal keeping the volumes and passwords.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
+use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use serde_json::{Value, json};
+
+const OPERATOR: &str = "kubeflow-model-registry-operator";
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+async fn key_of(client: &kube::Client, ns: &str, secret: &str, key: &str) -> Option<String> {
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(secret)
+        .await
+        .unwrap_or_else(|e| panic!("{secret}: {e}"));
+    let bytes = s.data.and_then(|d| d.get(key).cloned()).map(|b| b.0)?;
+    Some(String::from_utf8(bytes).expect("text"))
+}
+
+fn generated(p: &str) -> bool {
+    p.len() == 48 && p.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+#[tokio::test]
+async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mysql_on_upgrade() {
+    let (client, _g) =
+        kubeflow_e2e::component::prepare(&["ModelRegistry"], &["model-registry"]).await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    let ns = TestNamespace::new(&client, "model-registry").await;
+    let op = OperatorProcess::start(OPERATOR, &[]);
+    let registries = component_api(&client, &ns.name, "ModelRegistry");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: ModelRegistry\nmetadata: {name: kubeflow}\nspec:\n  version: v0.3.7\n  upgradeStrategy: Manual\n",
+    )
+    .await;
+    wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // Both passwords generated (24 random bytes as hex), not the demo ones.
+    let mysql = key_of(
+        &client,
+        &ns.name,
+        "model-registry-db-secrets",
+        "MYSQL_ROOT_PASSWORD",
+    )
+    .await
+    .expect("the registry's password");
+    let catalog = key_of(
+        &client,
+        &ns.name,
+        "model-catalog-postgres",
+        "POSTGRES_PASSWORD",
+    )
+    .await
+    .expect("the catalog's password");
+    assert!(generated(&mysql) && generated(&catalog), "generated");
+    assert_ne!(mysql, catalog);
+    // The placeholder Hugging Face key is the user's to create.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        secrets
+            .get_opt("model-catalog-hf-api-key")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    // Every managed kind is watched and repaired.
+    let cr = registries.get("kubeflow").await.expect("cr");
+    kubeflow_e2e::repair::assert_every_kind_repaired(
+        &client,
+        &cr,
+        &[
+            "Deployment.apps",
+            "StatefulSet.apps",
+            "ConfigMap",
+            "Service",
+            "ServiceAccount",
+            "VirtualService.networking.istio.io",
+            "AuthorizationPolicy.security.istio.io",
+            "DestinationRule.networking.istio.io",
+            "ClusterRoleBinding.rbac.authorization.k8s.io",
+        ],
+    )
+    .await;
+    wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let mysql = key_of(
+        &client,
+        &ns.name,
+        "model-registry-db-secrets",
+        "MYSQL_ROOT_PASSWORD",
+    )
+    .await
+    .expect("kept");
+
+    // At rest: no writes.
+    let before = op.settled_writes().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(op.writes().await, before, "no writes at rest");
+
+    // An external database whose Secret does not exist: refused naming it,
+    // nothing written.
+    merge(
+        &registries,
+        "kubeflow",
+        json!({"spec": {"database": {"external": {
+            "engine": "PostgreSQL", "host": "pg.example.internal", "credentialsSecret": "registry-db"}}}}),
+    )
+    .await;
+    wait_for("the missing Secret refused", TIMEOUT, || async {
+        let cr = registries.get("kubeflow").await.ok()?;
+        let (status, reason, message, _) = condition(&cr, "Degraded")?;
+        (status == "True" && reason == "SecretMissing" && message.contains("registry-db"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(op.writes().await, before, "nothing written");
+    merge(&registries, "kubeflow", json!({"spec": {"database": null}})).await;
+    wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // The upgrade to v0.3.9 waits with its plan: MySQL's volume released,
+    // and what a person must move named.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let mysql_volume = pvcs.get("metadata-mysql").await.expect("volume").uid();
+    merge(
+        &registries,
+        "kubeflow",
+        json!({"spec": {"version": "v0.3.9"}}),
+    )
+    .await;
+    let plan = wait_for("the plan awaiting approval", TIMEOUT, || async {
+        let cr = registries.get("kubeflow").await.ok()?;
+        let plan = cr.data.pointer("/status/upgradePlan")?.clone();
+        (plan["awaitingApproval"] == json!(true) && plan["to"] == "v0.3.9").then_some(plan)
+    })
+    .await;
+    let details = plan["details"].as_str().unwrap_or_default();
+    assert!(
+        details.contains("released (kept): PersistentVolumeClaim")
+            && details.contains("metadata-mysql")
+            && details
+                .contains("to do by hand: the bundled database moves from MySQL to PostgreSQL"),
+        "{details}"
+    );
+    assert!(
+        plan["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("1 thing(s) to do by hand")),
+        "{plan}"
+    );
+    assert_eq!(
+        pvcs.get("metadata-mysql").await.expect("volume").uid(),
+        mysql_volume,
+        "nothing changed before approval"
+    );
+    merge(
+        &registries,
+        "kubeflow",
+        json!({"spec": {"approvedPlan": plan["digest"]}}),
+    )
+    .await;
+    wait_for("v0.3.9 Ready", TIMEOUT, || async {
+        let cr = registries.get("kubeflow").await.ok()?;
+        (cr.data.pointer("/status/version")? == "v0.3.9" && condition(&cr, "Ready")?.0 == "True")
+            .then_some(())
+    })
+    .await;
+    let kept = pvcs
+        .get("metadata-mysql")
+        .await
+        .expect("MySQL's volume kept");
+    assert_eq!(kept.uid(), mysql_volume);
+    assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));
+    pvcs.get("metadata-postgres")
+        .await
+        .expect("PostgreSQL's volume");
+    assert_eq!(
+        key_of(
+            &client,
+            &ns.name,
+            "model-registry-db-secrets",
+            "MYSQL_ROOT_PASSWORD"
+        )
+        .await,
+        Some(mysql),
+        "the password that opens the released volume stays"
+    );
+    let postgres = key_of(
+        &client,
+        &ns.name,
+        "model-registry-db-secrets",
+        "POSTGRES_PASSWORD",
+    )
+    .await
+    .expect("PostgreSQL's password");
+    assert!(generated(&postgres));
+    let cr = registries.get("kubeflow").await.expect("cr");
+    let released: Vec<&str> = cr
+        .data
+        .pointer("/status/released")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(released.contains(&"metadata-mysql"), "{released:?}");
+
+    // Removal: the volumes and the passwords that open them stay.
+    registries
+        .delete("kubeflow", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&registries, "kubeflow", TIMEOUT).await;
+    for claim in [
+        "metadata-mysql",
+        "metadata-postgres",
+        "model-catalog-postgres",
+    ] {
+        pvcs.get(claim)
+            .await
+            .unwrap_or_else(|e| panic!("{claim} kept: {e}"));
+    }
+    for secret in ["model-registry-db-secrets", "model-catalog-postgres"] {
+        secrets
+            .get(secret)
+            .await
+            .unwrap_or_else(|e| panic!("{secret} kept: {e}"));
+    }
+    drop(op);
+    ns.delete().await;
+}

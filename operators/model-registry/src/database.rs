@@ -1,0 +1,210 @@
+//! The registry's records database and the catalog's: the bundled ones,
+//! whose passwords are generated once and kept (never the release's demo
+//! values), or an external MySQL or PostgreSQL server for the registry with
+//! credentials from a Secret the user names.
+//!
+//! The bundled engine changes with the release (MySQL at v0.3.7,
+//! PostgreSQL from v0.3.9 on), each on its own volume: the old volume is
+//! released by the upgrade, and the password that opens it stays in the
+//! Secret beside the new one.
+
+use std::collections::BTreeMap;
+
+use kubeflow_operator::api::{DatabaseEngine, ExternalDatabase};
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::serde_json::{Value, json};
+use kubeflow_operator::{secrets, transform};
+
+/// The registry database's credentials, which the database and the server read.
+pub const SECRET: &str = "model-registry-db-secrets";
+/// The bundled database's Deployment and Service.
+pub const BUNDLED: &str = "model-registry-db";
+/// The registry server, the one workload that connects to the database.
+pub const SERVER: &str = "model-registry-deployment";
+/// The catalog database's credentials.
+pub const CATALOG_SECRET: &str = "model-catalog-postgres";
+/// The placeholder Hugging Face key the release ships: the user's to
+/// create (the catalog reads it as optional), never overwritten.
+pub const CATALOG_HF_SECRET: &str = "model-catalog-hf-api-key";
+/// Every catalog object's name starts with this.
+pub const CATALOG_PREFIX: &str = "model-catalog";
+/// The catalog's database workload.
+const CATALOG_DB: &str = "model-catalog-postgres";
+/// The catalog's server.
+const CATALOG_SERVER: &str = "model-catalog-server";
+/// PostgreSQL's password key (the registry's from v0.3.9 on, the catalog's).
+pub const POSTGRES_KEY: &str = "POSTGRES_PASSWORD";
+/// MySQL's root password key (the registry's at v0.3.7).
+pub const MYSQL_KEY: &str = "MYSQL_ROOT_PASSWORD";
+/// The volume claims of the bundled databases, any release's.
+const VOLUMES: [&str; 3] = [
+    "metadata-mysql",
+    "metadata-postgres",
+    "model-catalog-postgres",
+];
+
+/// Whether an object is part of the registry's bundled database (its
+/// volume and generated password included).
+pub fn bundled(o: &DynamicObject) -> bool {
+    let name = o.metadata.name.as_deref().unwrap_or("");
+    (name == BUNDLED && matches!(kind(o), "Deployment" | "Service"))
+        || (name == SECRET && kind(o) == "Secret")
+        || (kind(o) == "PersistentVolumeClaim" && name.starts_with("metadata-"))
+}
+
+/// Whether an object holds data or opens it: a bundled database's volume
+/// or the generated password of one.
+pub fn holds_data(o: &DynamicObject) -> bool {
+    let name = o.metadata.name.as_deref().unwrap_or("");
+    match kind(o) {
+        "PersistentVolumeClaim" => VOLUMES.contains(&name),
+        "Secret" => name == SECRET || name == CATALOG_SECRET,
+        _ => false,
+    }
+}
+
+/// The registry's password key in a bundle: which engine it runs.
+pub fn engine_key(objects: &[DynamicObject]) -> &'static str {
+    let postgres = objects.iter().any(|o| {
+        kind(o) == "Secret"
+            && o.metadata.name.as_deref() == Some(SECRET)
+            && o.data["data"].get(POSTGRES_KEY).is_some()
+    });
+    if postgres { POSTGRES_KEY } else { MYSQL_KEY }
+}
+
+/// The passwords the bundled databases get, from what is kept.
+#[derive(Default)]
+pub struct Passwords {
+    /// The registry Secret's current values (what an earlier pass wrote).
+    pub kept: BTreeMap<String, String>,
+    /// A new password, used for the registry's engine when none is kept.
+    pub new_registry: String,
+    /// The catalog's password (kept, or new on the first install).
+    pub catalog: String,
+}
+
+/// Writes the registry's and the catalog's Secrets with the generated
+/// passwords (the demo values the release ships are never written). The
+/// other engine's password, when one is kept, stays: it opens the data on
+/// the volume an upgrade released.
+pub fn set_passwords(objects: &mut [DynamicObject], p: &Passwords) {
+    let key = engine_key(objects);
+    let registry = p
+        .kept
+        .get(key)
+        .filter(|v| !v.is_empty())
+        .unwrap_or(&p.new_registry)
+        .clone();
+    for o in objects.iter_mut().filter(|o| kind(o) == "Secret") {
+        let name = o.metadata.name.clone().unwrap_or_default();
+        if name != SECRET && name != CATALOG_SECRET {
+            continue;
+        }
+        let mut data = secrets::decoded(&o.data["data"]);
+        if name == SECRET {
+            data.insert(key.to_string(), registry.clone());
+            for other in [MYSQL_KEY, POSTGRES_KEY].into_iter().filter(|k| *k != key) {
+                if let Some(v) = p.kept.get(other).filter(|v| !v.is_empty()) {
+                    data.insert(other.to_string(), v.clone());
+                }
+            }
+        } else {
+            data.insert(POSTGRES_KEY.to_string(), p.catalog.clone());
+        }
+        if let Some(m) = o.data.as_object_mut() {
+            m.remove("stringData");
+        }
+        o.data["data"] = secrets::data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    }
+    // The databases and their clients read the passwords at start only.
+    for workload in [BUNDLED, SERVER] {
+        transform::roll_on_change(objects, workload, &[("Secret", SECRET)]);
+    }
+    for workload in [CATALOG_DB, CATALOG_SERVER] {
+        transform::roll_on_change(objects, workload, &[("Secret", CATALOG_SECRET)]);
+    }
+}
+
+/// Points the registry server at an external server: the bundled database
+/// goes, and the server gets the engine and a connection string built from
+/// the address, database name and the Secret's credentials.
+pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
+    transform::remove(objects, bundled);
+    let (engine, port) = match db.engine {
+        DatabaseEngine::MySQL => ("mysql", 3306),
+        DatabaseEngine::PostgreSQL => ("postgres", 5432),
+    };
+    let (host, port) = (db.host.as_str(), db.port.unwrap_or(port));
+    let name = db.database.as_deref().unwrap_or("metadb");
+    // The credentials come in as variables the argument list refers to, so
+    // they never appear in the Deployment.
+    let dsn = match db.engine {
+        DatabaseEngine::MySQL => {
+            format!("$(DB_USER):$(DB_PASSWORD)@tcp({host}:{port})/{name}?charset=utf8mb4")
+        }
+        DatabaseEngine::PostgreSQL => {
+            format!("postgresql://$(DB_USER):$(DB_PASSWORD)@{host}:{port}/{name}")
+        }
+    };
+    let secret = db.credentials_secret.as_str();
+    let env = [
+        json!({"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": secret, "key": "username"}}}),
+        json!({"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}),
+    ];
+    for d in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(SERVER))
+    {
+        // The bundled database's port is no longer the one the sidecar skips.
+        if let Some(m) = d
+            .data
+            .pointer_mut("/spec/template/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            m.insert(
+                "traffic.sidecar.istio.io/excludeOutboundPorts".into(),
+                Value::String(port.to_string()),
+            );
+        }
+        let Some(pod) = transform::pod_spec_mut(d) else {
+            continue;
+        };
+        for c in pod["containers"].as_array_mut().into_iter().flatten() {
+            // The bundled database's Secret is gone; its variables with it.
+            if let Some(from) = c.get_mut("envFrom").and_then(Value::as_array_mut) {
+                from.retain(|f| {
+                    f.pointer("/secretRef/name").and_then(Value::as_str) != Some(SECRET)
+                });
+            }
+            let args: Vec<Value> = c["args"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|a| {
+                    a.as_str().is_none_or(|a| {
+                        !a.starts_with("--embedmd-database-type=")
+                            && !a.starts_with("--embedmd-database-dsn=")
+                    })
+                })
+                .chain([
+                    json!(format!("--embedmd-database-type={engine}")),
+                    json!(format!("--embedmd-database-dsn={dsn}")),
+                ])
+                .collect();
+            c["args"] = Value::Array(args);
+            if !c["env"].is_array() {
+                c["env"] = json!([]);
+            }
+            if let Some(list) = c["env"].as_array_mut() {
+                list.retain(|x| x["name"] != "DB_USER" && x["name"] != "DB_PASSWORD");
+                // Before the arguments refer to them: listed first.
+                for (i, e) in env.iter().enumerate() {
+                    list.insert(i, e.clone());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! What the operator knows of the Model Registry (Kubeflow Hub from v0.3.9
+//! on): its server, web app and catalog, its databases (bundled or
+//! external), which volumes hold data, where upstream puts each part, and
+//! what an upgrade across the database engine change leaves to a person.
+
+use kubeflow_operator::api::{ModelRegistry, VolumePolicy};
+use kubeflow_operator::async_trait::async_trait;
+use kubeflow_operator::component::{
+    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered, require_crd,
+};
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::serde_json::json;
+use kubeflow_operator::{secrets, transform};
+
+use crate::database::{self, Passwords};
+
+/// The namespaces upstream's bundles install into: the web app (v0.3.7)
+/// and the catalog in `kubeflow`; the registry (v0.3.9) in the example
+/// user's profile namespace. v0.3.7's registry carries none. Everything
+/// goes to the resource's namespace, one registry for the platform.
+const BUNDLE_NAMESPACES: [&str; 2] = ["kubeflow", "kubeflow-user-example-com"];
+/// The workloads replicas, resources and scheduling apply to (the bundled
+/// databases are one instance on one volume each, so they keep their own).
+const WORKLOADS: [&str; 3] = [
+    database::SERVER,
+    "model-registry-ui",
+    "model-catalog-server",
+];
+/// The registry API's policy, which v0.3.7 opens to every caller in the mesh.
+const API_POLICY: &str = "model-registry-service";
+/// The length of generated passwords, in random bytes (hex: twice as many
+/// characters).
+const PASSWORD_BYTES: usize = 24;
+
+/// The Model Registry component.
+pub struct ModelRegistryComponent;
+
+/// What `dereference` reads for `render`.
+#[derive(Default)]
+pub struct Inputs {
+    /// The bundled databases' passwords; none with an external registry
+    /// database (the catalog's then too: read only when the bundle is).
+    passwords: Option<Passwords>,
+}
+
+#[async_trait]
+impl Component for ModelRegistryComponent {
+    type Resource = ModelRegistry;
+    type Inputs = Inputs;
+
+    fn references(cr: &ModelRegistry) -> Vec<Reference> {
+        external(cr)
+            .map(|db| vec![Reference::Secret(db.credentials_secret.clone())])
+            .unwrap_or_default()
+    }
+
+    async fn dereference(
+        &self,
+        cr: &ModelRegistry,
+        client: &Client,
+    ) -> Result<Inputs, DereferenceError> {
+        // The server's and the web app's VirtualServices, DestinationRules
+        // and AuthorizationPolicies.
+        require_crd(
+            client,
+            "virtualservices.networking.istio.io",
+            "the Model Registry's API and web app route through Istio; enable istio in the Kubeflow resource (or install Istio)",
+        )
+        .await?;
+        let ns = cr.namespace().unwrap_or_default();
+        if let Some(db) = external(cr) {
+            secrets::require(
+                client,
+                &ns,
+                &db.credentials_secret,
+                &["username", "password"],
+            )
+            .await?;
+        }
+        let kept = secrets::read(client, &ns, database::SECRET)
+            .await
+            .map_err(|e| DereferenceError::Api("read the Model Registry database's password", e))?
+            .unwrap_or_default();
+        let catalog = secrets::kept_or_generated(
+            client,
+            &ns,
+            database::CATALOG_SECRET,
+            database::POSTGRES_KEY,
+            PASSWORD_BYTES,
+        )
+        .await?;
+        Ok(Inputs {
+            passwords: Some(Passwords {
+                kept,
+                new_registry: secrets::random_hex(PASSWORD_BYTES)?,
+                catalog,
+            }),
+        })
+    }
+
+    fn render(
+        &self,
+        cr: &ModelRegistry,
+        ctx: &RenderContext<'_>,
+        inputs: &Inputs,
+    ) -> Result<Rendered, Refusal> {
+        let spec = &cr.spec;
+        let bundle = ctx.bundle()?;
+        let version = bundle.version.clone();
+        let mut objects = bundle.objects();
+        // The placeholder key would overwrite the user's own on every pass.
+        transform::remove(&mut objects, |o| {
+            kind(o) == "Secret" && o.metadata.name.as_deref() == Some(database::CATALOG_HF_SECRET)
+        });
+        if !spec.catalog.unwrap_or(true) {
+            transform::remove(&mut objects, |o| {
+                o.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(database::CATALOG_PREFIX))
+            });
+        }
+        close_the_api(&mut objects);
+        let placement = Placement {
+            from_namespaces: &BUNDLE_NAMESPACES,
+            target: ctx.namespace,
+            workloads: &WORKLOADS,
+        };
+        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        for from in BUNDLE_NAMESPACES {
+            transform::rewrite_service_hosts(&mut objects, from, ctx.namespace);
+            transform::rewrite_istio_hosts(&mut objects, from, ctx.namespace);
+        }
+        if let Some(db) = external(cr) {
+            database::use_external(&mut objects, db);
+        }
+        match &inputs.passwords {
+            Some(p) => database::set_passwords(&mut objects, p),
+            // Render without dereference (the image list, RBAC, plans): the
+            // release's demo passwords are dropped rather than written.
+            None => transform::remove(&mut objects, |o| {
+                kind(o) == "Secret"
+                    && matches!(
+                        o.metadata.name.as_deref(),
+                        Some(database::SECRET | database::CATALOG_SECRET)
+                    )
+            }),
+        }
+        Ok(Rendered { objects, version })
+    }
+
+    /// When the bundled registry database goes (an external one is used
+    /// instead), its volume is released by every prune; the password that
+    /// opens the data on it is released with it rather than deleted.
+    fn release_on_prune(&self, _cr: &ModelRegistry, obj: &DynamicObject) -> Option<String> {
+        (kind(obj) == "Secret" && database::bundled(obj)).then(|| {
+            "the Model Registry no longer uses its bundled database; this password opens the data kept on its released volume: delete it with that volume".to_string()
+        })
+    }
+
+    /// The bundled databases' volumes, and the passwords that open them,
+    /// outlive the component unless the spec says otherwise.
+    fn retain(&self, cr: &ModelRegistry, obj: &DynamicObject) -> bool {
+        cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
+            && database::holds_data(obj)
+    }
+
+    fn upgrade_actions(&self, from: &str, to: &str) -> Vec<String> {
+        if from == "v0.3.7" && to != from {
+            vec![format!(
+                "the bundled database moves from MySQL to PostgreSQL: registered models, versions and artifacts in MySQL (volume metadata-mysql, released and kept; its password stays in Secret {} under {}) are not copied; register them again against {to} (or export them through the v0.3.7 API before the upgrade), then delete that volume",
+                database::SECRET,
+                database::MYSQL_KEY
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// v0.3.7 lets every workload in the mesh call the registry API; v0.3.9
+/// lets in the ingress gateway (behind the login) and in-cluster callers
+/// that bring a token and no forged user header. Both get v0.3.9's rules.
+fn close_the_api(objects: &mut [DynamicObject]) {
+    for p in objects.iter_mut().filter(|o| {
+        kind(o) == "AuthorizationPolicy" && o.metadata.name.as_deref() == Some(API_POLICY)
+    }) {
+        p.data["spec"]["rules"] = json!([
+            {"from": [{"source": {"principals": [
+                "cluster.local/ns/istio-system/sa/istio-ingressgateway-service-account"]}}]},
+            {"when": [
+                {"key": "request.headers[authorization]", "values": ["*"]},
+                {"key": "request.headers[kubeflow-userid]", "notValues": ["*"]}]}
+        ]);
+    }
+}
+
+/// The external registry database, when the spec names one.
+fn external(cr: &ModelRegistry) -> Option<&kubeflow_operator::api::ExternalDatabase> {
+    cr.spec.database.as_ref().and_then(|d| d.external.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::serde_json::{Value, json};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn its_role_covers_what_it_renders_for_every_version_and_platform() {
+        assert_permitted(&ModelRegistryComponent, |dir| {
+            every_version(dir, "model-registry")
+        });
+    }
+
+    fn passwords(kept: &[(&str, &str)]) -> Inputs {
+        Inputs {
+            passwords: Some(Passwords {
+                kept: kept
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                new_registry: "new-registry".into(),
+                catalog: "catalog-pw".into(),
+            }),
+        }
+    }
+
+    fn secret(r: &Rendered, name: &str) -> BTreeMap<String, String> {
+        secrets::decoded(&find(r, "Secret", name).expect("secret").data["data"])
+    }
+
+    #[test]
+    fn every_part_goes_to_the_resources_namespace_with_its_routes() {
+        for version in ["v0.3.7", "v0.3.9"] {
+            let r = render_spec(
+                &ModelRegistryComponent,
+                json!({"version": version}),
+                &passwords(&[]),
+            )
+            .expect("render");
+            for o in &r.objects {
+                if let Some(ns) = &o.metadata.namespace {
+                    assert_eq!(ns, "kubeflow", "{version} {}", o.name_any());
+                }
+            }
+            let text = serde_json::to_string(&r.objects).expect("json");
+            assert!(
+                !text.contains("kubeflow-user-example-com"),
+                "{version}: nothing names the example profile"
+            );
+            let dr = find(&r, "DestinationRule", "model-registry-service").expect("rule");
+            assert_eq!(
+                dr.data["spec"]["host"],
+                "model-registry-service.kubeflow.svc.cluster.local"
+            );
+            // The placeholder key would overwrite the user's own.
+            assert!(find(&r, "Secret", database::CATALOG_HF_SECRET).is_none());
+            // The API is not open to every workload in the mesh.
+            let policy = find(&r, "AuthorizationPolicy", API_POLICY).expect("policy");
+            assert_ne!(policy.data["spec"]["rules"], json!([{}]), "{version}");
+        }
+    }
+
+    #[test]
+    fn the_bundled_databases_get_generated_passwords_never_the_demo_ones() {
+        let r = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.7"}),
+            &passwords(&[]),
+        )
+        .expect("render");
+        assert_eq!(
+            secret(&r, database::SECRET)[database::MYSQL_KEY],
+            "new-registry"
+        );
+        assert_eq!(
+            secret(&r, database::CATALOG_SECRET)[database::POSTGRES_KEY],
+            "catalog-pw"
+        );
+        let text = serde_json::to_string(&r.objects).expect("json");
+        // "test", base64: the registry's demo password ("postgres", the
+        // catalog's, is also its user name, checked above).
+        assert!(!text.contains("\"dGVzdA==\""));
+        // Kept over new.
+        let r = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.7"}),
+            &passwords(&[(database::MYSQL_KEY, "kept")]),
+        )
+        .expect("render");
+        assert_eq!(secret(&r, database::SECRET)[database::MYSQL_KEY], "kept");
+    }
+
+    #[test]
+    fn the_upgrade_to_postgresql_keeps_mysqls_password_and_releases_its_volume() {
+        let old = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.7"}),
+            &passwords(&[(database::MYSQL_KEY, "mysql-pw")]),
+        )
+        .expect("render");
+        let new = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.9"}),
+            &passwords(&[(database::MYSQL_KEY, "mysql-pw")]),
+        )
+        .expect("render");
+        let s = secret(&new, database::SECRET);
+        assert_eq!(s[database::POSTGRES_KEY], "new-registry");
+        assert_eq!(
+            s[database::MYSQL_KEY],
+            "mysql-pw",
+            "opens the released volume"
+        );
+        let plan = kubeflow_operator::upgrade_plan::Plan::compute(&old.objects, &new.objects);
+        let released: Vec<String> = plan.released.iter().map(ToString::to_string).collect();
+        assert!(
+            released.iter().any(|k| k.contains("metadata-mysql")),
+            "{released:?}"
+        );
+        assert!(
+            plan.pruned
+                .iter()
+                .all(|k| k.kind() != "PersistentVolumeClaim")
+        );
+        let actions = ModelRegistryComponent.upgrade_actions("v0.3.7", "v0.3.9");
+        assert!(actions[0].contains("metadata-mysql"), "{actions:?}");
+        assert!(
+            ModelRegistryComponent
+                .upgrade_actions("v0.3.9", "v0.3.9")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_external_database_replaces_the_bundled_one() {
+        for (engine, version, prefix) in [
+            (
+                "PostgreSQL",
+                "v0.3.9",
+                "postgresql://$(DB_USER):$(DB_PASSWORD)@pg.example:5432/metadb",
+            ),
+            (
+                "MySQL",
+                "v0.3.7",
+                "$(DB_USER):$(DB_PASSWORD)@tcp(pg.example:3306)/metadb",
+            ),
+        ] {
+            let spec = json!({"version": version, "database": {"external": {
+                "engine": engine, "host": "pg.example", "credentialsSecret": "registry-db"}}});
+            let r = render_spec(&ModelRegistryComponent, spec, &passwords(&[])).expect("render");
+            assert!(
+                !r.objects.iter().any(database::bundled),
+                "no bundled database"
+            );
+            let server = find(&r, "Deployment", database::SERVER).expect("server");
+            let c = &server.data["spec"]["template"]["spec"]["containers"][0];
+            let args: Vec<&str> = c["args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let dsn = args
+                .iter()
+                .find_map(|a| a.strip_prefix("--embedmd-database-dsn="))
+                .expect("dsn");
+            assert!(dsn.starts_with(prefix), "{dsn}");
+            assert_eq!(
+                args.iter()
+                    .filter(|a| a.starts_with("--embedmd-database-dsn="))
+                    .count(),
+                1
+            );
+            assert_eq!(
+                c["env"][1]["valueFrom"]["secretKeyRef"],
+                json!({"name": "registry-db", "key": "password"})
+            );
+            let text = serde_json::to_string(&c).expect("json");
+            assert!(!text.contains(database::SECRET), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_catalog_can_be_left_out() {
+        let r = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.9", "catalog": false}),
+            &passwords(&[]),
+        )
+        .expect("render");
+        assert!(
+            !r.objects
+                .iter()
+                .any(|o| o.name_any().starts_with(database::CATALOG_PREFIX))
+        );
+        assert!(find(&r, "Deployment", database::SERVER).is_some());
+    }
+
+    #[test]
+    fn the_volumes_and_their_passwords_are_kept_unless_the_spec_says_delete() {
+        let r = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.9"}),
+            &passwords(&[]),
+        )
+        .expect("render");
+        let cr = |policy: Value| -> ModelRegistry {
+            serde_json::from_value(json!({"apiVersion": "components.kubeflow.org/v1alpha1",
+                "kind": "ModelRegistry", "metadata": {"name": "m", "namespace": "kubeflow"},
+                "spec": {"version": "v0.3.9", "volumePolicy": policy}}))
+            .expect("cr")
+        };
+        let mut kept: Vec<String> = r
+            .objects
+            .iter()
+            .filter(|o| ModelRegistryComponent.retain(&cr(json!("Retain")), o))
+            .map(|o| format!("{}/{}", kind(o), o.name_any()))
+            .collect();
+        kept.sort();
+        assert_eq!(
+            kept,
+            [
+                "PersistentVolumeClaim/metadata-postgres",
+                "PersistentVolumeClaim/model-catalog-postgres",
+                "Secret/model-catalog-postgres",
+                "Secret/model-registry-db-secrets",
+            ]
+        );
+        assert!(
+            !r.objects
+                .iter()
+                .any(|o| ModelRegistryComponent.retain(&cr(json!("Delete")), o))
+        );
+    }
+}
