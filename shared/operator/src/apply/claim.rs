@@ -67,7 +67,21 @@ impl Engine {
             _ => false,
         };
         match labels.get(labels::APPLYSET_PART_OF) {
-            Some(id) if *id == req.inventory.id => Ok(key),
+            // Ours. An edit (a label changed, a rule added) is put back like
+            // any member's: the claim stays an empty role with its labels.
+            Some(id) if *id == req.inventory.id => {
+                let drifted = live.rules.as_ref().is_some_and(|r| !r.is_empty())
+                    || live.aggregation_rule.is_some()
+                    || member_labels.iter().any(|(k, v)| labels.get(k) != Some(v));
+                if drifted {
+                    let mut repaired = role;
+                    repaired.metadata.resource_version = live.metadata.resource_version.clone();
+                    api.replace(&name, &self.post_params(), &repaired)
+                        .await
+                        .map_err(|e| failed("repair", &name, e))?;
+                }
+                Ok(key)
+            }
             Some(_) if !holder_gone => Err(ApplyError::Conflict {
                 object: format!("the cluster-scoped objects of {}", req.inventory.component),
                 holder: format!(
