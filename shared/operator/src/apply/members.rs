@@ -152,6 +152,29 @@ impl Engine {
             })
     }
 
+    /// The object of `group_kind` ("Kind.group") `namespace/name`, if it exists.
+    pub async fn get_member(
+        &self,
+        group_kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Member>, ApplyError> {
+        let Some(resolved) = self.resolve_group_kind(group_kind).await? else {
+            return Ok(None);
+        };
+        let ns = (!namespace.is_empty()).then_some(namespace);
+        let object = self
+            .api(&resolved, ns)
+            .get_opt(name)
+            .await
+            .map_err(|source| ApplyError::Api {
+                verb: "get",
+                object: format!("{group_kind} {namespace}/{name}"),
+                source,
+            })?;
+        Ok(object.map(|object| Member { object, resolved }))
+    }
+
     /// Resolves "Kind.group" to the group's preferred version; None when the group is not served.
     async fn resolve_group_kind(&self, gk: &str) -> Result<Option<Resolved>, ApplyError> {
         let (kind, group) = gk.split_once('.').unwrap_or((gk, ""));

@@ -58,8 +58,9 @@ impl<C: Component> Reconciler for Context<C> {
         apply::<C>(cr, self, status).await
     }
 
-    async fn cleanup(&self, cr: &C::Resource, _: &mut StatusOf<Self>) -> Result<(), Failure> {
-        cleanup_component::<C>(cr, self).await
+    async fn cleanup(&self, cr: &C::Resource, status: &mut StatusOf<Self>) -> Result<(), Failure> {
+        let released = status.as_mut().released.clone();
+        cleanup_component::<C>(cr, self, &released).await
     }
 
     async fn announce(&self, cr: &C::Resource, old: &StatusOf<Self>, new: &StatusOf<Self>) {

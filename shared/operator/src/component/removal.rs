@@ -70,7 +70,12 @@ pub(super) async fn released<C: Component>(
 pub(super) async fn cleanup_component<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
+    released: &[ReleasedObject],
 ) -> Result<(), Failure> {
+    let gone = delete_released_data(cr, ctx, released).await?;
+    if !gone.is_empty() {
+        tracing::info!(deleted = ?gone, "removed data an earlier prune released, as the spec's volume policy asks");
+    }
     let extra = ctx
         .component
         .cleanup_run_time_objects(cr, &ctx.tools.client)
@@ -114,4 +119,51 @@ pub(super) async fn cleanup_component<C: Component>(
             .await;
     }
     Ok(())
+}
+
+/// The volumes and Secrets an earlier prune released (an upgrade that
+/// changed the database engine, a switch to an external database) are the
+/// component's data still: when the spec no longer keeps data (its
+/// `retain` says no, as under `volumePolicy: Delete`), they go with the
+/// component rather than stay behind, nobody's. Only objects that still
+/// carry the component's label: one a person took over (relabelled) stays.
+async fn delete_released_data<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    released: &[ReleasedObject],
+) -> Result<Vec<String>, Failure> {
+    let parent_namespace = cr.namespace().unwrap_or_default();
+    let mut out = Vec::new();
+    for r in released {
+        if !matches!(r.kind.as_str(), "PersistentVolumeClaim" | "Secret") {
+            continue;
+        }
+        let Some(member) = ctx
+            .engine
+            .get_member(&r.kind, &r.namespace, &r.name)
+            .await?
+        else {
+            continue;
+        };
+        let ours = member
+            .object
+            .labels()
+            .get(labels::COMPONENT)
+            .map(String::as_str)
+            == Some(C::Resource::COMPONENT);
+        if !ours || ctx.component.retain(cr, &member.object) {
+            continue;
+        }
+        match ctx.engine.delete(&member).await {
+            Ok(()) => out.push(format!("{} {}/{}", r.kind, r.namespace, r.name)),
+            // The parent's namespace is being deleted (its Role there went
+            // first): the object goes with it.
+            Err(crate::apply::ApplyError::Api {
+                source: kube::Error::Api(e),
+                ..
+            }) if e.code == 403 && r.namespace == parent_namespace => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
 }
