@@ -168,8 +168,11 @@ impl Component for ModelRegistryComponent {
             && database::holds_data(obj)
     }
 
-    fn upgrade_actions(&self, from: &str, to: &str) -> Vec<String> {
-        if from == "v0.3.7" && to != from {
+    /// v0.3.7's bundled MySQL holds data v0.3.9's PostgreSQL does not get
+    /// (an external database stays where it is).
+    fn upgrade_actions(&self, cr: Option<&ModelRegistry>, from: &str, to: &str) -> Vec<String> {
+        let bundled = cr.is_none_or(|cr| external(cr).is_none());
+        if bundled && from == "v0.3.7" && to != from {
             vec![format!(
                 "the bundled database moves from MySQL to PostgreSQL: registered models, versions and artifacts in MySQL (volume metadata-mysql, released and kept; its password stays in Secret {} under {}) are not copied; register them again against {to} (or export them through the v0.3.7 API before the upgrade), then delete that volume",
                 database::SECRET,
@@ -328,12 +331,24 @@ mod tests {
                 .iter()
                 .all(|k| k.kind() != "PersistentVolumeClaim")
         );
-        let actions = ModelRegistryComponent.upgrade_actions("v0.3.7", "v0.3.9");
+        let actions = ModelRegistryComponent.upgrade_actions(None, "v0.3.7", "v0.3.9");
         assert!(actions[0].contains("metadata-mysql"), "{actions:?}");
         assert!(
             ModelRegistryComponent
-                .upgrade_actions("v0.3.9", "v0.3.9")
+                .upgrade_actions(None, "v0.3.9", "v0.3.9")
                 .is_empty()
+        );
+        let external: ModelRegistry = serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "ModelRegistry",
+            "metadata": {"name": "m", "namespace": "kubeflow"},
+            "spec": {"version": "v0.3.7", "database": {"external": {
+                "host": "db.example", "credentialsSecret": "db"}}}}))
+        .expect("cr");
+        assert!(
+            ModelRegistryComponent
+                .upgrade_actions(Some(&external), "v0.3.7", "v0.3.9")
+                .is_empty(),
+            "an external database moves nothing"
         );
     }
 

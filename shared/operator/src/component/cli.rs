@@ -106,7 +106,7 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
                     .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))
             };
             let mut plan = crate::upgrade_plan::Plan::compute(&render(&from)?, &render(&to)?);
-            plan.actions = component.upgrade_actions(&from, &to);
+            plan.actions = component.upgrade_actions(None, &from, &to);
             print!("{} {from} -> {to}: {plan}", C::Resource::COMPONENT);
             Ok(())
         }

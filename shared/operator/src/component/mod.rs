@@ -214,8 +214,9 @@ pub trait Component: Send + Sync + 'static {
 
     /// What moving from version `from` to `to` leaves to a person (data the
     /// upgrade does not carry over), listed in the upgrade plan before
-    /// anything is written.
-    fn upgrade_actions(&self, _from: &str, _to: &str) -> Vec<String> {
+    /// anything is written. `cr` is the resource being upgraded; None for a
+    /// plan made from the bundles alone (`plan --from --to`).
+    fn upgrade_actions(&self, _cr: Option<&Self::Resource>, _from: &str, _to: &str) -> Vec<String> {
         Vec::new()
     }
 

@@ -224,7 +224,9 @@ async fn upgrade_gate<C: Component>(
     };
     let mut plan = crate::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
     plan.overrides_not_applicable.extend(misfit.clone());
-    plan.actions = ctx.component.upgrade_actions(from, &rendered.version);
+    plan.actions = ctx
+        .component
+        .upgrade_actions(Some(cr), from, &rendered.version);
     let mut published = crate::upgrade_plan::published(from, &rendered.version, &plan, false);
     published.awaiting_approval =
         manual && cr.common().approved_plan.as_deref() != Some(published.digest.as_str());
