@@ -399,7 +399,7 @@ async fn main() {
     }
     let ns = last_ns.expect("the last trial's namespace");
     table.push((
-        "Time to Ready, Kubeflow with 13 components".into(),
+        "Time to Ready, Kubeflow with 14 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(ready_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -427,7 +427,7 @@ async fn main() {
         trials.to_string(),
     ));
     table.push((
-        "Upgrade 26.03 -> 26.03.1 to Ready, the same 13 components".into(),
+        "Upgrade 26.03 -> 26.03.1 to Ready, the same 14 components".into(),
         format!(
             "p50 {:.1} s, max {:.1} s",
             stats(upgrade_s.clone())["p50"].as_f64().unwrap_or(0.0),
@@ -588,6 +588,31 @@ async fn main() {
             ),
             "1".into(),
         ));
+    }
+    let total_rss: f64 = rest
+        .values()
+        .filter_map(|f| f["rss_mib"].as_f64())
+        .sum();
+    table.push((
+        format!("RSS after Ready, all {} operators together", rest.len()),
+        format!("{total_rss:.1} MiB"),
+        "1".into(),
+    ));
+    results.insert("rss_total_mib".into(), json!((total_rss * 10.0).round() / 10.0));
+    // The target the distribution's last four components were built to.
+    for name in [
+        "kubeflow-katib-operator",
+        "kubeflow-model-registry-operator",
+        "kubeflow-spark-operator",
+        "kubeflow-knative-operator",
+    ] {
+        let rss = rest
+            .get(name)
+            .and_then(|f| f["rss_mib"].as_f64())
+            .unwrap_or(f64::MAX);
+        if rss >= 32.0 {
+            misses.push(format!("{name}: {rss:.1} MiB at rest (want < 32)"));
+        }
     }
     table.push((
         "At rest, 60 s, all operators, leader election off: reads / writes / reconciles (watch renewals)".into(),
