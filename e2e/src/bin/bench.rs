@@ -589,16 +589,16 @@ async fn main() {
             "1".into(),
         ));
     }
-    let total_rss: f64 = rest
-        .values()
-        .filter_map(|f| f["rss_mib"].as_f64())
-        .sum();
+    let total_rss: f64 = rest.values().filter_map(|f| f["rss_mib"].as_f64()).sum();
     table.push((
         format!("RSS after Ready, all {} operators together", rest.len()),
         format!("{total_rss:.1} MiB"),
         "1".into(),
     ));
-    results.insert("rss_total_mib".into(), json!((total_rss * 10.0).round() / 10.0));
+    results.insert(
+        "rss_total_mib".into(),
+        json!((total_rss * 10.0).round() / 10.0),
+    );
     // The target the distribution's last four components were built to.
     for name in [
         "kubeflow-katib-operator",
