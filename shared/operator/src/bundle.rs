@@ -201,6 +201,7 @@ fn for_each_document(
             return Err(err("not a mapping".into()));
         }
         strip_nulls(&mut value);
+        canonical_base64(&mut value);
         if let Some(map) = value.as_object_mut() {
             map.remove("status");
         }
@@ -219,6 +220,30 @@ fn for_each_document(
         f(serde_json::from_value(value).map_err(|e| err(e.to_string()))?);
     }
     Ok(())
+}
+
+/// Base64 values as the API server returns them: a bundle may write a
+/// ConfigMap's `binaryData` or a Secret's `data` wrapped over lines (the
+/// Model Registry's catalog does), which the server stores as bytes and
+/// gives back on one line. Left wrapped, every apply would see a difference.
+fn canonical_base64(value: &mut serde_json::Value) {
+    let field = match value.get("kind").and_then(|k| k.as_str()) {
+        Some("ConfigMap") => "binaryData",
+        Some("Secret") => "data",
+        _ => return,
+    };
+    let Some(map) = value.get_mut(field).and_then(|d| d.as_object_mut()) else {
+        return;
+    };
+    for v in map.values_mut() {
+        if let Some(text) = v.as_str()
+            && text.contains(|c: char| c.is_ascii_whitespace())
+        {
+            *v = serde_json::Value::String(
+                text.chars().filter(|c| !c.is_ascii_whitespace()).collect(),
+            );
+        }
+    }
 }
 
 /// Splits a YAML stream at `---` lines. Done by hand rather than by the YAML
@@ -377,6 +402,14 @@ pub fn crd_names(folder: &Path) -> HashMap<(String, String), CrdNames> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn wrapped_base64_is_read_as_the_api_server_returns_it() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\nbinaryData:\n  f.tgz: |\n    H4sI\n    AAAA\n";
+        let objects = parse_documents(text, "t.yaml").expect("parse");
+        assert_eq!(objects[0].data["binaryData"]["f.tgz"], "H4sIAAAA");
+    }
+
     use super::*;
 
     #[test]
