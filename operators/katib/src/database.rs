@@ -7,7 +7,7 @@ use kubeflow_operator::component::DereferenceError;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
-use kubeflow_operator::serde_json::{Value, json};
+use kubeflow_operator::serde_json::json;
 use kubeflow_operator::{secrets, transform};
 
 /// The bundle's root password Secret, which the database and its manager read.
@@ -80,22 +80,7 @@ pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
             continue;
         };
         for c in pod["containers"].as_array_mut().into_iter().flatten() {
-            set_env(c, &env);
-        }
-    }
-}
-
-/// Sets each variable of `env` on a container, replacing one of the same name.
-fn set_env(container: &mut Value, env: &[Value]) {
-    if !container["env"].is_array() {
-        container["env"] = json!([]);
-    }
-    if let Some(list) = container["env"].as_array_mut() {
-        for e in env {
-            match list.iter_mut().find(|x| x["name"] == e["name"]) {
-                Some(x) => *x = e.clone(),
-                None => list.push(e.clone()),
-            }
+            transform::set_container_env(c, &env);
         }
     }
 }

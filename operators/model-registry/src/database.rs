@@ -195,16 +195,7 @@ pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
                 ])
                 .collect();
             c["args"] = Value::Array(args);
-            if !c["env"].is_array() {
-                c["env"] = json!([]);
-            }
-            if let Some(list) = c["env"].as_array_mut() {
-                list.retain(|x| x["name"] != "DB_USER" && x["name"] != "DB_PASSWORD");
-                // Before the arguments refer to them: listed first.
-                for (i, e) in env.iter().enumerate() {
-                    list.insert(i, e.clone());
-                }
-            }
+            transform::set_container_env(c, &env);
         }
     }
 }

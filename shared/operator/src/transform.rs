@@ -421,6 +421,22 @@ pub fn redirect_secret_key(
     }
 }
 
+/// Sets each variable of `env` (`EnvVar` objects) on a container, replacing
+/// one of the same name, appending the others.
+pub fn set_container_env(container: &mut Value, env: &[Value]) {
+    if !container["env"].is_array() {
+        container["env"] = json!([]);
+    }
+    if let Some(list) = container["env"].as_array_mut() {
+        for e in env {
+            match list.iter_mut().find(|x| x["name"] == e["name"]) {
+                Some(x) => *x = e.clone(),
+                None => list.push(e.clone()),
+            }
+        }
+    }
+}
+
 /// Sets an env var's literal value on every container that already has it.
 pub fn set_env_where_present(objects: &mut [DynamicObject], name: &str, value: &str) {
     for obj in objects.iter_mut() {
