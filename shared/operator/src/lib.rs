@@ -13,6 +13,7 @@ pub mod component;
 pub mod conditions;
 pub mod controller;
 pub mod discovery;
+pub mod errors;
 pub mod events;
 pub mod foreign_fields;
 pub mod health;

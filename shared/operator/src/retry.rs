@@ -1,7 +1,12 @@
 //! One retry policy for every operator: a CR whose reconcile fails is
 //! retried after 1 s, the delay doubling with each failure in a row up to 5
 //! minutes (from the 10th); a success or a refusal (a person must act, the
-//! condition says so) ends the run and its backoff.
+//! condition says so) ends the run and its backoff. Each delay is drawn
+//! between half and all of that ("equal jitter"), so the operators an API
+//! server's trouble failed at once do not all come back at once; never
+//! longer, so a recovered server is seen as soon as the plain doubling
+//! would see it. This is the only retry: the client's own is off (see
+//! `runner`).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -17,6 +22,18 @@ pub const CAP: Duration = Duration::from_secs(300);
 pub fn delay(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(16);
     (FIRST * 2u32.pow(doublings)).min(CAP)
+}
+
+/// [`delay`] for `failures` with equal jitter: between half and all of it.
+pub fn jittered(failures: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let full = delay(failures);
+    // A fresh randomly keyed hasher is random enough to spread retries and
+    // needs no extra crate.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(failures);
+    let thousandths = u32::try_from(h.finish() % 1_000).unwrap_or(0);
+    full.mul_f64(0.5 + f64::from(thousandths) / 1000.0 / 2.0)
 }
 
 /// What an operator remembers of one CR between reconciles.
@@ -62,6 +79,11 @@ impl<Key: Hash + Eq + Clone> Memory<Key> {
             e.failures = e.failures.saturating_add(1);
             e.failures
         })
+    }
+
+    /// How many failures in a row of `key` were counted (see [`Memory::record`]).
+    pub fn failures(&self, key: &Key) -> u32 {
+        self.with(key, 0, |e| e.failures)
     }
 
     /// Counts this failure message: how many times in a row `key` failed with it.
@@ -132,9 +154,23 @@ mod tests {
         let f = Memory::default();
         assert_eq!(f.record(&k("a")), 1);
         assert_eq!(f.record(&k("a")), 2);
+        assert_eq!(f.failures(&k("a")), 2);
+        assert_eq!(f.failures(&k("c")), 0);
         assert_eq!(f.record(&k("b")), 1);
         f.reset(&k("a"));
         assert_eq!(f.record(&k("a")), 1);
+    }
+
+    #[test]
+    fn a_jittered_delay_is_between_half_and_all_of_the_doubling() {
+        for n in 1..=12 {
+            for _ in 0..50 {
+                let d = jittered(n);
+                assert!(d <= delay(n) && d >= delay(n) / 2, "{n}: {d:?}");
+            }
+        }
+        let spread: std::collections::BTreeSet<_> = (0..50).map(|_| jittered(8)).collect();
+        assert!(spread.len() > 1, "the delays differ");
     }
 
     #[test]

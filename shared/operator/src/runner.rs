@@ -357,15 +357,29 @@ where
 /// A client whose every request is counted by verb and response code in
 /// `kubeflow_api_requests_total`.
 async fn counted_client(metrics: &Metrics) -> anyhow::Result<Client> {
-    let config = kube::Config::infer()
-        .await
-        .context("failed to load a Kubernetes client configuration")?;
+    let config = without_hidden_retries(
+        kube::Config::infer()
+            .await
+            .context("failed to load a Kubernetes client configuration")?,
+    );
     Ok(kube::client::ClientBuilder::try_from(config)
         .context("failed to create a Kubernetes client")?
         .with_layer(&CountLayer {
             counter: metrics.api_requests_total.clone(),
         })
         .build())
+}
+
+/// The client's own retry of 429, 503 and 504 turned off. It resent a
+/// write up to 15 times, waiting up to 1000 s between tries, inside one
+/// request: a reconcile stuck in it never failed, so its CR showed no status
+/// for minutes, and a 720 KB CRD was sent again and again though the server
+/// had often done the first write. Retries happen in one place instead, the
+/// controller's backoff, where each failure is in the status and the log,
+/// and the apply engine reads an object before it sends it again.
+fn without_hidden_retries(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
 }
 
 /// Counts each request once its response (or failure) arrives.
@@ -504,7 +518,17 @@ async fn signalled() {
 
 #[cfg(test)]
 mod tests {
-    use super::is_collection;
+    use super::{is_collection, without_hidden_retries};
+
+    #[test]
+    fn the_client_never_retries_a_request_on_its_own() {
+        let uri = http::Uri::from_static("https://127.0.0.1:6443");
+        assert!(
+            kube::Config::new(uri.clone()).default_retry,
+            "kube's default"
+        );
+        assert!(!without_hidden_retries(kube::Config::new(uri)).default_retry);
+    }
 
     #[test]
     fn collections_are_told_from_objects() {

@@ -114,7 +114,8 @@ pub fn refused(reason: Reason, message: &str) -> Verdict<'_> {
 }
 
 /// An apply that failed: never Ready, whatever was true before. Still
-/// progressing (it is retried), and Degraded once the same failure repeats.
+/// progressing (it is retried), and Degraded once `repeats` (failures in a
+/// row) reaches [`REPEATS_BEFORE_DEGRADED`].
 pub fn failed(reason: Reason, message: &str, repeats: u32) -> Verdict<'_> {
     Verdict {
         ready: false,

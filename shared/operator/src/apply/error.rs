@@ -67,6 +67,13 @@ impl ApplyError {
         )
     }
 
+    /// Whether the request failed without the server's verdict (its own
+    /// timeout, no answer in time, a lost connection): a write may have
+    /// been done all the same.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, ApplyError::Api { source, .. } if super::deadline::outcome_unknown(source))
+    }
+
     /// Whether the error is the input's fault (a person must act) rather than a passing failure.
     pub fn is_refusal(&self) -> bool {
         matches!(

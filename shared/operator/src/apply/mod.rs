@@ -13,6 +13,7 @@
 //! - `diff`: whether an object must be written; `fields`: what is left to others.
 
 mod claim;
+mod deadline;
 pub mod diff;
 #[cfg(test)]
 mod diff_properties;
@@ -25,6 +26,8 @@ mod plan;
 mod prune;
 mod recreation;
 mod responses;
+#[cfg(test)]
+mod unknown_outcome_tests;
 mod waves;
 mod whole;
 

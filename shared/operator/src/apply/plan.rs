@@ -172,7 +172,7 @@ impl Engine {
     }
 
     /// The live object as one JSON tree (no typed copy beside it).
-    async fn read_live(
+    pub(super) async fn read_live(
         &self,
         resolved: &Resolved,
         obj: &DynamicObject,

@@ -15,7 +15,7 @@ use super::fields::{foreign_meaning_labels, skip_reconcile};
 use super::memo::slim;
 use super::plan::{Decisions, Planned};
 use super::responses;
-use super::{ApplyError, ApplyOutcome, CONCURRENCY, Engine, ObjectKey, classify, describe};
+use super::{ApplyError, ApplyOutcome, CONCURRENCY, Engine, ObjectKey, classify, describe, diff};
 use crate::kinds::{self, kind};
 
 /// How long to wait for an applied CRD to become Established.
@@ -66,7 +66,8 @@ impl Engine {
                         record(outcome, &p, written, decisions);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "an object failed; applying the others");
+                        let error = crate::errors::chain(&e);
+                        tracing::warn!(%error, "an object failed; applying the others");
                         first_failure.get_or_insert(e);
                     }
                 }
@@ -220,12 +221,55 @@ impl Engine {
     /// Server-side apply of the desired object (forced: the operator's field
     /// manager owns what it renders); returns the written object, slim.
     pub(super) async fn patch(&self, p: &Planned) -> Result<DynamicObject, ApplyError> {
-        self.send(p, false)
-            .await?
-            .ok_or_else(|| ApplyError::Invalid {
-                object: describe(&p.desired),
-                message: "the API server answered the write with no object".into(),
-            })
+        let sent = match self.send(p, false).await {
+            Err(e) if e.outcome_unknown() => return self.done_after_all(p, e).await,
+            other => other?,
+        };
+        sent.ok_or_else(|| ApplyError::Invalid {
+            object: describe(&p.desired),
+            message: "the API server answered the write with no object".into(),
+        })
+    }
+
+    /// A write that got no verdict (a 504, no answer in time, a lost
+    /// connection) may have been done: a loaded server finishes a large
+    /// CRD after it stopped waiting for it. The object is read, and if the
+    /// fields we own say what was sent, the write stands; otherwise the
+    /// failure does, and the next try, after the backoff, reads it again
+    /// before sending anything. Never sent again here.
+    async fn done_after_all(
+        &self,
+        p: &Planned,
+        failure: ApplyError,
+    ) -> Result<DynamicObject, ApplyError> {
+        let object = describe(&p.desired);
+        let error = crate::errors::chain(&failure);
+        tracing::warn!(%object, %error, "no verdict on a write; reading it before any resend");
+        let Some(resolved) = &p.resolved else {
+            return Err(failure);
+        };
+        let live = match self.read_live(resolved, &p.desired).await {
+            Ok(Some(live)) => live,
+            Ok(None) => return Err(failure),
+            Err(e) => {
+                let error = crate::errors::chain(&e);
+                tracing::warn!(%object, %error, "could not read it after a write without verdict");
+                return Err(failure);
+            }
+        };
+        let mut desired = p.desired.clone();
+        if let Some(why) = super::fields::with_value(&mut desired, |d| {
+            diff::write_reason(d, &live, &self.manager)
+        }) {
+            tracing::info!(%object, %why, "the write without verdict was not done");
+            return Err(failure);
+        }
+        tracing::info!(%object, "the write without verdict was done; not sent again");
+        responses::slim_value(live).map_err(|e| ApplyError::Api {
+            verb: "read",
+            object,
+            source: kube::Error::SerdeError(e),
+        })
     }
 
     /// The server-side apply's dry run: whether the server would take it.

@@ -55,6 +55,8 @@ impl Failure {
                 )),
             };
         }
+        // With its causes: a lost connection says why only further down.
+        let e = crate::errors::chain(&e);
         Failure::Transient {
             reason: Reason::ApiError,
             message: crate::conditions::bounded(&format!("failed to {what}: {e}")),
@@ -104,9 +106,11 @@ impl From<ApplyError> for Failure {
                 )),
             };
         }
+        // The message names the verb and the object ("failed to apply
+        // CustomResourceDefinition x: ..."), with the error's causes.
         Failure::Transient {
             reason: Reason::ApiError,
-            message: crate::conditions::bounded(&e.to_string()),
+            message: crate::conditions::bounded(&crate::errors::chain(&e)),
         }
     }
 }
@@ -122,6 +126,38 @@ mod tests {
             }))
             .expect("status"),
         )
+    }
+
+    #[test]
+    fn a_gateway_timeout_on_an_apply_names_the_verb_the_object_and_the_error() {
+        let crd: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "inferenceservices.serving.kserve.io"}}))
+        .expect("object");
+        let timeout = status(
+            504,
+            "the server was unable to return a response in the time allotted",
+        );
+        let failure = Failure::from(crate::apply::ApplyError::Api {
+            verb: "apply",
+            object: crate::apply::describe(&crd),
+            source: timeout,
+        });
+        let Failure::Transient { reason, message } = &failure else {
+            panic!("passing: {failure:?}");
+        };
+        assert_eq!(*reason, Reason::ApiError);
+        assert!(
+            message.starts_with(
+                "failed to apply CustomResourceDefinition inferenceservices.serving.kserve.io: "
+            ) && message.contains("time allotted"),
+            "{message}"
+        );
+        let deployment: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "kserve-controller-manager", "namespace": "kubeflow"}}))
+        .expect("object");
+        assert!(crate::apply::describe(&deployment).contains("kubeflow/kserve-controller-manager"));
     }
 
     #[test]

@@ -201,29 +201,42 @@ impl<R: Reconciler> Skeleton<R> {
             kind = %R::Resource::kind(&()),
             object = %format!("{ns}/{}", cr.name_any())
         );
+        let reported = cr.clone();
         let result = tracing::Instrument::instrument(
             async {
-                finalizer(&api, R::FINALIZER, cr, |event| async {
+                let failure = match finalizer(&api, R::FINALIZER, cr, |event| async {
                     match event {
                         FinalizerEvent::Apply(cr) => self.apply(&cr).await,
                         FinalizerEvent::Cleanup(cr) => self.cleanup(&cr).await,
                     }
                 })
                 .await
-                .map_err(|e| match e {
-                    FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
-                    FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e) => {
-                        self.count("error");
+                {
+                    Ok(action) => return Ok(action),
+                    Err(FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e)) => {
+                        return Err(e);
+                    }
+                    Err(FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e)) => {
                         Failure::api("update the finalizer", e)
                     }
-                    other => {
-                        self.count("error");
-                        Failure::Transient {
-                            reason: Reason::ApiError,
-                            message: format!("the finalizer cannot run: {other}"),
-                        }
-                    }
-                })
+                    Err(other) => Failure::Transient {
+                        reason: Reason::ApiError,
+                        message: format!("the finalizer cannot run: {other}"),
+                    },
+                };
+                self.count("error");
+                // Said in the status as any failure is: a CR whose first
+                // write (the finalizer) fails under a loaded API server
+                // would otherwise show nothing at all.
+                if let Failure::Transient { reason, message } = &failure {
+                    let key = ObjectRef::from_obj(reported.as_ref());
+                    let old = reported.reported().cloned().unwrap_or_default();
+                    let mut status = old.clone();
+                    *status.observed_generation_mut() = reported.meta().generation;
+                    self.fail(&reported, &key, &old, status, *reason, message)
+                        .await;
+                }
+                Err(failure)
             },
             span,
         )
@@ -349,10 +362,12 @@ impl<R: Reconciler> Skeleton<R> {
         Ok(())
     }
 
-    /// A transient failure: Ready false at this generation, Degraded once
-    /// the same message repeats (a missing permission at once: a person must
-    /// grant it), an Event when either is news. The status write is best
-    /// effort: the failure goes back to the controller for its backoff.
+    /// A transient failure: Ready false and Progressing (with the reason
+    /// and the message: the verb, the object, the error) at this
+    /// generation, Degraded from the third failure in a row (a missing
+    /// permission at once: a person must grant it), an Event when either is
+    /// news. The status write is best effort: the failure goes back to the
+    /// controller for its backoff.
     async fn fail(
         &self,
         cr: &R::Resource,
@@ -365,10 +380,14 @@ impl<R: Reconciler> Skeleton<R> {
         // A person must act on a missing permission or a policy that refuses
         // the write: Degraded at once.
         let needs_a_person = matches!(reason, Reason::PermissionDenied | Reason::AdmissionDenied);
+        // Failures in a row, whatever each says: under a failing API server
+        // each try may fail on another object, and that is no less a fault.
+        // (`error_policy` counts this one after the status is written.)
+        let in_a_row = self.memory.failures(key).saturating_add(1);
         let repeats = if needs_a_person {
             crate::status::REPEATS_BEFORE_DEGRADED
         } else {
-            self.memory.repeats(key, message)
+            self.memory.repeats(key, message).max(in_a_row)
         };
         // Tried again and failed otherwise: an earlier refusal is over.
         self.memory.forget_refusal(key);
@@ -436,7 +455,7 @@ impl<R: Reconciler> Skeleton<R> {
             attempt = n,
             "reconcile failed; retrying"
         );
-        Action::requeue(crate::retry::delay(n))
+        Action::requeue(crate::retry::jittered(n))
     }
 }
 

@@ -85,6 +85,11 @@ impl Scripted {
 /// A mock API server: answers every request (a write's answer is the CR,
 /// an Event's its own body) and records it.
 fn mock_api(cr: Value) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+    mock_api_failing(cr, |_| false)
+}
+
+/// [`mock_api`] answering the requests `fails` picks with a 504.
+fn mock_api_failing(cr: Value, fails: fn(&Seen) -> bool) -> (Client, Arc<Mutex<Vec<Seen>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -98,14 +103,22 @@ fn mock_api(cr: Value) -> (Client, Arc<Mutex<Vec<Seen>>>) {
             } else {
                 cr.clone()
             };
-            log.lock().expect("lock").push(Seen {
+            let seen = Seen {
                 method: parts.method.to_string(),
                 path: parts.uri.path().to_string(),
                 query: parts.uri.query().unwrap_or_default().to_string(),
                 body,
-            });
+            };
+            let (code, answer) = if fails(&seen) {
+                let timeout = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "Timeout", "code": 504, "message": "request timed out"});
+                (504, timeout)
+            } else {
+                (200, answer)
+            };
+            log.lock().expect("lock").push(seen);
             let response = Response::builder()
-                .status(200)
+                .status(code)
                 .body(Body::from(serde_json::to_vec(&answer).expect("json")))
                 .expect("response");
             send.send_response(response);
@@ -258,11 +271,16 @@ async fn transient_failures_back_off_and_become_degraded_when_they_repeat() {
         let failure = reconcile(&s, &cr).await.expect_err("a transient failure");
         delays.push(s.error_policy(&cr, &failure));
     }
-    assert_eq!(
-        delays,
-        [1, 2, 4].map(|n| Action::requeue(Duration::from_secs(n))),
-        "the delay doubles"
-    );
+    for (n, delay) in delays.iter().enumerate() {
+        // Between half and all of 1, 2, 4 s, in the thousandths `retry` draws.
+        let full = Duration::from_secs(1 << n);
+        let mut drawn =
+            (0..1000u32).map(|m| Action::requeue(full.mul_f64(0.5 + f64::from(m) / 1000.0 / 2.0)));
+        assert!(
+            drawn.any(|d| d == *delay),
+            "the delay doubles, with jitter: {delays:?}"
+        );
+    }
     let seen = requests(&seen).await;
     let writes = status_writes(&seen);
     assert_eq!(writes.len(), 3, "{seen:?}");
@@ -379,5 +397,110 @@ async fn a_removal_says_what_it_waits_for_and_forgets_the_cr_when_done() {
         *s.reconciler().forgotten.lock().expect("lock"),
         ["kubeflow"],
         "the reconciler was told to forget it"
+    );
+}
+
+fn condition_message(write: &Seen, type_: &str) -> String {
+    write.body["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_first_failure_is_in_the_status_at_once_naming_the_object_and_the_verb() {
+    let cr = training(None, false);
+    let message = "failed to apply CustomResourceDefinition inferenceservices.serving.kserve.io: \
+                   ApiError: request timed out: Timeout (504)";
+    let failure = Failure::Transient {
+        reason: Reason::ApiError,
+        message: message.into(),
+    };
+    let (s, seen) = skeleton(vec![Err(failure)], &cr);
+    reconcile(&s, &cr).await.expect_err("a transient failure");
+    let seen = requests(&seen).await;
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 1, "written at the first failure: {seen:?}");
+    assert_eq!(writes[0].body["status"]["observedGeneration"], 1);
+    assert_eq!(condition(writes[0], READY), ("False", "ApiError"));
+    assert_eq!(
+        condition(writes[0], conditions::PROGRESSING),
+        ("True", "ApiError"),
+        "retrying"
+    );
+    assert_eq!(condition(writes[0], DEGRADED).0, "False");
+    assert_eq!(
+        condition_message(writes[0], conditions::PROGRESSING),
+        message
+    );
+}
+
+#[tokio::test]
+async fn three_failures_in_a_row_are_degraded_though_each_names_another_object() {
+    let cr = training(None, false);
+    let failing = |object: &str| {
+        Err(Failure::Transient {
+            reason: Reason::ApiError,
+            message: format!("failed to apply {object}: ApiError: request timed out (504)"),
+        })
+    };
+    let (s, seen) = skeleton(
+        vec![
+            failing("CustomResourceDefinition a.kserve.io"),
+            failing("CustomResourceDefinition b.kserve.io"),
+            failing("Deployment kubeflow/kserve-controller-manager"),
+        ],
+        &cr,
+    );
+    for _ in 0..3 {
+        let failure = reconcile(&s, &cr).await.expect_err("a transient failure");
+        s.error_policy(&cr, &failure);
+    }
+    let seen = requests(&seen).await;
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 3, "{seen:?}");
+    assert_eq!(
+        condition(writes[1], DEGRADED).0,
+        "False",
+        "twice is not yet"
+    );
+    assert_eq!(condition(writes[2], DEGRADED), ("True", "ApiError"));
+    assert!(
+        condition_message(writes[2], DEGRADED).contains("kubeflow/kserve-controller-manager"),
+        "{}",
+        writes[2].body
+    );
+}
+
+#[tokio::test]
+async fn a_finalizer_the_server_does_not_take_is_in_the_status() {
+    // A new CR: the skeleton's first write is its finalizer.
+    let mut cr = training(None, false);
+    cr.meta_mut().finalizers = None;
+    let (client, seen) = mock_api_failing(serde_json::to_value(&cr).expect("json"), |s| {
+        s.method == "PATCH" && !s.path.ends_with("/status")
+    });
+    let reconciler = Scripted {
+        tools: Tools::new(
+            client,
+            Metrics::new().expect("metrics"),
+            "kubeflow-test-operator",
+        ),
+        outcomes: Mutex::new(VecDeque::new()),
+        forgotten: Mutex::new(Vec::new()),
+    };
+    let s = Skeleton::new(reconciler);
+    let failure = reconcile(&s, &cr).await.expect_err("the finalizer failed");
+    assert!(failure.to_string().contains("finalizer"), "{failure}");
+    let seen = requests(&seen).await;
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 1, "{seen:?}");
+    assert_eq!(condition(writes[0], READY), ("False", "ApiError"));
+    assert!(
+        condition_message(writes[0], READY).contains("request timed out"),
+        "{}",
+        writes[0].body
     );
 }

@@ -1,0 +1,119 @@
+//! How long the engine waits for the API server's answer to one request,
+//! by the size of what travels, and which failures leave a write's outcome
+//! unknown (the server may have done it).
+//!
+//! The client has no timeout of its own (a watch's long poll would trip
+//! it), so a connection that stops answering would hold a reconcile, and
+//! its CR's status, forever. A small object is answered in milliseconds by
+//! a healthy server, so a few seconds of load fit in [`BASE`]; a KServe CRD
+//! of 720 KB must be sent, decoded, validated against its schema and
+//! stored, which takes the loaded server far longer. The API server gives
+//! up on a request itself after its `--request-timeout` (60 s by default)
+//! and answers 504; [`MAX`] waits a little longer so that answer, not a
+//! guess, ends the request.
+
+use std::time::Duration;
+
+/// The wait for an answer to a request that carries (or returns) nothing
+/// large.
+pub(super) const BASE: Duration = Duration::from_secs(10);
+/// What a loaded server is granted per second of waiting: 16 KB (a 720 KB
+/// CRD is waited for 55 s).
+const BYTES_PER_SECOND: u64 = 16 * 1024;
+/// The longest wait: just beyond the API server's own 60 s limit.
+pub(super) const MAX: Duration = Duration::from_secs(65);
+
+/// The wait for an answer to a request about an object of `bytes` bytes.
+pub(super) fn for_bytes(bytes: usize) -> Duration {
+    let extra = Duration::from_secs(u64::try_from(bytes).unwrap_or(u64::MAX) / BYTES_PER_SECOND);
+    (BASE + extra).min(MAX)
+}
+
+/// How many bytes `obj` takes as JSON, counted without building the text
+/// (a CRD's is 720 KB).
+pub(super) fn size_of(obj: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Counting cannot fail; an object that cannot be written is small.
+    let _ = serde_json::to_writer(&mut count, obj);
+    count.0
+}
+
+/// No answer came in time.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer from the API server within {0:?}")]
+pub struct NoAnswer(pub Duration);
+
+/// `request` given at most `limit` to answer; a late one is a
+/// [`kube::Error::Service`] carrying [`NoAnswer`].
+pub(super) async fn within<T>(
+    limit: Duration,
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(r) => r,
+        Err(_) => Err(kube::Error::Service(Box::new(NoAnswer(limit)))),
+    }
+}
+
+/// Whether a write that failed so may have been done all the same: the
+/// server's own timeout (504), no answer in time, or a connection lost
+/// before the answer. A refusal the server sent is an answer.
+pub(super) fn outcome_unknown(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 504,
+        kube::Error::Service(_) | kube::Error::HyperError(_) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            serde_json::from_value(serde_json::json!({"status": "Failure", "code": code}))
+                .expect("status"),
+        ))
+    }
+
+    #[test]
+    fn a_large_object_is_waited_for_longer_but_never_past_the_servers_own_limit() {
+        assert_eq!(for_bytes(2_000), BASE);
+        assert_eq!(for_bytes(720 * 1024), Duration::from_secs(55));
+        assert_eq!(for_bytes(1 << 30), MAX);
+        assert!(for_bytes(usize::MAX) <= MAX);
+        assert_eq!(size_of(&serde_json::json!({"a": "bc"})), 10);
+    }
+
+    #[test]
+    fn only_a_missing_answer_leaves_a_write_in_doubt() {
+        assert!(outcome_unknown(&status(504)));
+        assert!(outcome_unknown(&kube::Error::Service(Box::new(NoAnswer(
+            BASE
+        )))));
+        for answered in [409, 422, 429, 500, 503] {
+            assert!(!outcome_unknown(&status(answered)), "{answered}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_that_never_answers_ends_at_its_limit() {
+        let never = std::future::pending::<Result<(), kube::Error>>();
+        let e = within(Duration::from_millis(20), never)
+            .await
+            .expect_err("late");
+        assert!(outcome_unknown(&e));
+        assert!(e.to_string().contains("no answer"), "{e}");
+    }
+}
