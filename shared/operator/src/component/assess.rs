@@ -25,16 +25,27 @@ pub(super) async fn assess<C: Component>(
 ) -> bool {
     let mut health = health::assess(&outcome.live);
     add_pod_problems(&ctx.tools.client, &outcome.live, &mut health).await;
-    let ready = health.ready();
+    // An object another controller's finalizer holds in deletion is
+    // present but going: not Ready until it is released and recreated.
+    let held = super::held::held_in_deletion(&outcome.live);
+    let ready = health.ready() && held.is_empty();
     status.version = Some(version.to_string());
     status.managed_objects = Some(outcome.live.len() as i64);
     status.workloads = health.workloads.clone();
-    let message = if ready {
-        format!("{} objects applied and ready", outcome.live.len())
+    let (waiting_reason, message) = if ready {
+        (
+            Reason::WorkloadsNotReady,
+            format!("{} objects applied and ready", outcome.live.len()),
+        )
+    } else if !held.is_empty() {
+        (Reason::DeletionHeld, super::held::message(&held))
     } else {
-        format!("waiting for {}", health.waiting.join(", "))
+        (
+            Reason::WorkloadsNotReady,
+            format!("waiting for {}", health.waiting.join(", ")),
+        )
     };
-    crate::status::applied(ready, Reason::Ready, Reason::WorkloadsNotReady, &message)
+    crate::status::applied(ready, Reason::Ready, waiting_reason, &message)
         .apply(&mut status.conditions, cr.meta().generation);
     // Objects kept as they are although they refuse the desired state: the
     // rest works (Ready says how), but a person must act.

@@ -14,6 +14,7 @@
 mod assess;
 mod cli;
 mod controller;
+mod held;
 mod last_read;
 mod owners;
 mod reconcile;
