@@ -8,10 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::DynamicObject;
+use kubeflow_api::ReleasedObject;
 
 use crate::apply::{ApplyError, Engine, Member, describe};
 use crate::inventory::Inventory;
 use crate::kinds::{self, kind};
+
+mod aggregation;
 
 /// What a cleanup pass left.
 #[derive(Debug, Default)]
@@ -22,6 +25,10 @@ pub struct CleanupOutcome {
     pub remaining: Vec<String>,
     /// Members kept on purpose, and why.
     pub retained: Vec<String>,
+    /// The same members, each with what it is kept for: a pass releases
+    /// them (no inventory label left), so a later pass no longer lists
+    /// them and the caller must remember them to say what was kept.
+    pub kept: Vec<ReleasedObject>,
 }
 
 impl CleanupOutcome {
@@ -48,10 +55,27 @@ pub async fn cleanup(
         .await?;
     let live_objects: Vec<DynamicObject> = members.iter().map(|m| m.object.clone()).collect();
     let custom = kinds::custom_kinds(&live_objects);
-    let mut waves: BTreeMap<u8, Vec<&Member>> = BTreeMap::new();
+    // Within its wave, an aggregated ClusterRole waits for its sources.
+    let aggregated = if members.iter().any(|m| kind(&m.object) == "ClusterRole") {
+        aggregation::levels(engine, inv).await?
+    } else {
+        BTreeMap::new()
+    };
+    let mut waves: BTreeMap<(u8, u8), Vec<&Member>> = BTreeMap::new();
     for m in &members {
+        let level = match kind(&m.object) {
+            "ClusterRole" => m
+                .object
+                .metadata
+                .name
+                .as_ref()
+                .and_then(|n| aggregated.get(n))
+                .copied()
+                .unwrap_or(0),
+            _ => 0,
+        };
         waves
-            .entry(kinds::delete_wave(&m.object, &custom))
+            .entry((kinds::delete_wave(&m.object, &custom), level))
             .or_default()
             .push(m);
     }
@@ -77,12 +101,15 @@ pub async fn cleanup(
             if (is_crd && !delete_crds) || is_namespace || (!is_crd && retain(&m.object)) {
                 engine.release(m).await?;
                 out.retained.push(name);
+                out.kept.push(kept_entry(&m.object, why_kept(&m.object)));
                 continue;
             }
             if is_crd && let Some(n) = engine.crd_in_use(&m.object).await? {
                 engine.release(m).await?;
                 out.retained
                     .push(format!("{name} ({n} custom resources remain)"));
+                let why = format!("{n} custom resources of it remain: delete them, then the CRD");
+                out.kept.push(kept_entry(&m.object, why));
                 continue;
             }
             engine.delete(m).await?;
@@ -97,6 +124,27 @@ pub async fn cleanup(
         }
     }
     Ok(out)
+}
+
+/// A kept member as the status lists it.
+fn kept_entry(obj: &DynamicObject, message: String) -> ReleasedObject {
+    ReleasedObject {
+        kind: kinds::group_kind(obj),
+        namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+        name: obj.metadata.name.clone().unwrap_or_default(),
+        message,
+    }
+}
+
+/// Why removal kept a member, and what a person does with it.
+pub fn why_kept(obj: &DynamicObject) -> String {
+    match kind(obj) {
+        "CustomResourceDefinition" => "kept on removal: deleting a CRD deletes every object of its kind (crdPolicy Delete removes it once none is left)".into(),
+        "Namespace" => "kept on removal: namespaces are never deleted (whatever else lives there would go with them)".into(),
+        "PersistentVolumeClaim" => "kept on removal with its data (volumePolicy Retain): delete it when the data is no longer needed".into(),
+        "Secret" => "kept on removal: it opens a kept database (volumePolicy Retain); delete it with that data".into(),
+        _ => "kept on removal (the component's retention policy)".into(),
+    }
 }
 
 /// Deletes `name` (in the background) if it exists: whether something was

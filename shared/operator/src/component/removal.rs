@@ -67,14 +67,22 @@ pub(super) async fn released<C: Component>(
     Ok(out)
 }
 
+/// The finalizer's pass. `released` (the status' list) gains what each
+/// pass keeps: a kept object loses its inventory label, so a later pass no
+/// longer finds it, and the `Retained` Event at the end must still name it
+/// (volumes and password Secrets go in an early wave, CRDs in the last).
 pub(super) async fn cleanup_component<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
-    released: &[ReleasedObject],
+    released: &mut Vec<ReleasedObject>,
 ) -> Result<(), Failure> {
+    let (namespace, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
+    // The status read may predate the last pass' write.
+    *released = ctx.released.merged(&namespace, &name, released);
     let gone = delete_released_data(cr, ctx, released).await?;
     if !gone.is_empty() {
         tracing::info!(deleted = ?gone, "removed data an earlier prune released, as the spec's volume policy asks");
+        released.retain(|r| !gone.contains(&format!("{} {}/{}", r.kind, r.namespace, r.name)));
     }
     let extra = ctx
         .component
@@ -100,25 +108,67 @@ pub(super) async fn cleanup_component<C: Component>(
     if !outcome.deleted.is_empty() {
         tracing::info!(deleted = outcome.deleted.len(), "cleanup deleted objects");
     }
+    if !outcome.retained.is_empty() {
+        tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
+    }
+    for k in &outcome.kept {
+        released.retain(|r| !(r.kind == k.kind && r.namespace == k.namespace && r.name == k.name));
+        released.push(k.clone());
+    }
+    ctx.released.keep(&namespace, &name, released);
     if !outcome.done() {
         return Err(Failure::Waiting(format!(
             "{} to be deleted",
             outcome.remaining.join(", ")
         )));
     }
-    if !outcome.retained.is_empty() {
-        tracing::info!(retained = ?outcome.retained, "cleanup kept objects on purpose");
-        let kept: Vec<String> = outcome.retained.iter().map(ToString::to_string).collect();
-        let note = format!(
-            "kept on removal: {} (CRDs hold users' objects: crdPolicy Delete removes them once none is left; volumes hold data)",
-            crate::events::listing(&kept)
-        );
+    // What is still there of the list is what stays behind (an entry of a
+    // stale status may have been deleted by hand since).
+    let mut kept = Vec::new();
+    for r in released.iter() {
+        if ctx.engine.exists(&r.kind, &r.namespace, &r.name).await? {
+            kept.push(r.clone());
+        }
+    }
+    if !kept.is_empty() {
         let on = cr.object_ref(&());
         ctx.tools
-            .tell(&on, events::Notice::Retained, None, note)
+            .tell(&on, events::Notice::Retained, None, retained_note(&kept))
             .await;
     }
     Ok(())
+}
+
+/// The `Retained` note: every kept object by name, data first (volumes,
+/// then the Secrets that open them), CRDs last, so a cut note loses CRD
+/// names before it loses a volume's.
+pub(super) fn retained_note(kept: &[ReleasedObject]) -> String {
+    let group = |pred: &dyn Fn(&str) -> bool| -> Vec<String> {
+        kept.iter()
+            .filter(|r| pred(r.kind.as_str()))
+            .map(|r| match r.namespace.as_str() {
+                "" => r.name.clone(),
+                ns => format!("{ns}/{}", r.name),
+            })
+            .collect()
+    };
+    let is_crd = |k: &str| k.starts_with("CustomResourceDefinition");
+    let known = |k: &str| matches!(k, "PersistentVolumeClaim" | "Secret") || is_crd(k);
+    let mut parts = Vec::new();
+    for (label, names) in [
+        ("volumes", group(&|k| k == "PersistentVolumeClaim")),
+        ("Secrets", group(&|k| k == "Secret")),
+        ("other", group(&|k| !known(k))),
+        ("CRDs", group(&is_crd)),
+    ] {
+        if !names.is_empty() {
+            parts.push(format!("{label} {}", names.join(", ")));
+        }
+    }
+    format!(
+        "kept on removal: {} (volumes hold data and their Secrets open it; CRDs hold users' objects: crdPolicy Delete removes them once none is left)",
+        parts.join("; ")
+    )
 }
 
 /// The volumes and Secrets an earlier prune released (an upgrade that
@@ -166,4 +216,37 @@ async fn delete_released_data<C: Component>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(kind: &str, namespace: &str, name: &str) -> ReleasedObject {
+        ReleasedObject {
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_retained_note_names_every_kept_object_data_first() {
+        let note = retained_note(&[
+            kept(
+                "CustomResourceDefinition.apiextensions.k8s.io",
+                "",
+                "experiments.kubeflow.org",
+            ),
+            kept("PersistentVolumeClaim", "kubeflow", "katib-mysql"),
+            kept("Secret", "kubeflow", "katib-mysql-secrets"),
+        ]);
+        assert!(
+            note.starts_with(
+                "kept on removal: volumes kubeflow/katib-mysql; Secrets kubeflow/katib-mysql-secrets; CRDs experiments.kubeflow.org"
+            ),
+            "{note}"
+        );
+    }
 }
