@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -197,6 +197,18 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
         Some(mysql),
         "the password that opens the released volume stays"
     );
+    assert_eq!(
+        key_of(
+            &client,
+            &ns.name,
+            "model-registry-db-secrets",
+            "MYSQL_USER_NAME"
+        )
+        .await
+        .as_deref(),
+        Some("root"),
+        "and so does the user MySQL is opened as"
+    );
     let postgres = key_of(
         &client,
         &ns.name,
@@ -237,6 +249,30 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
             .get(secret)
             .await
             .unwrap_or_else(|e| panic!("{secret} kept: {e}"));
+    }
+    // The removal's Retained Event names every one of them.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns.name);
+    let note = wait_for("the Retained Event", TIMEOUT, || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=kubeflow"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Retained"))
+            .find_map(|e| e.message)
+    })
+    .await;
+    for kept in [
+        "metadata-mysql",
+        "metadata-postgres",
+        "model-catalog-postgres",
+        "model-registry-db-secrets",
+    ] {
+        assert!(
+            note.contains(&format!("{}/{kept}", ns.name)),
+            "{kept}: {note}"
+        );
     }
     drop(op);
     ns.delete().await;

@@ -37,6 +37,12 @@ const CATALOG_SERVER: &str = "model-catalog-server";
 pub const POSTGRES_KEY: &str = "POSTGRES_PASSWORD";
 /// MySQL's root password key (the registry's at v0.3.7).
 pub const MYSQL_KEY: &str = "MYSQL_ROOT_PASSWORD";
+/// Each engine's keys in the registry Secret: what its database needs to
+/// be opened (password and user), kept whole while its volume is kept.
+const ENGINE_KEYS: [(&str, &[&str]); 2] = [
+    (MYSQL_KEY, &[MYSQL_KEY, "MYSQL_USER_NAME"]),
+    (POSTGRES_KEY, &[POSTGRES_KEY, "POSTGRES_USER"]),
+];
 /// The volume claims of the bundled databases, any release's.
 const VOLUMES: [&str; 3] = [
     "metadata-mysql",
@@ -105,9 +111,15 @@ pub fn set_passwords(objects: &mut [DynamicObject], p: &Passwords) {
         let mut data = secrets::decoded(&o.data["data"]);
         if name == SECRET {
             data.insert(key.to_string(), registry.clone());
-            for other in [MYSQL_KEY, POSTGRES_KEY].into_iter().filter(|k| *k != key) {
-                if let Some(v) = p.kept.get(other).filter(|v| !v.is_empty()) {
-                    data.insert(other.to_string(), v.clone());
+            // The other engine's credentials, whole (its user too: a
+            // v0.3.7 MySQL is opened as MYSQL_USER_NAME), where a volume an
+            // upgrade released still holds its data. The render's own
+            // values win for keys both engines' Secrets share.
+            for (_, keys) in ENGINE_KEYS.iter().filter(|(k, _)| *k != key) {
+                for other in keys.iter().copied() {
+                    if let Some(v) = p.kept.get(other).filter(|v| !v.is_empty()) {
+                        data.entry(other.to_string()).or_insert_with(|| v.clone());
+                    }
                 }
             }
         } else {

@@ -135,6 +135,11 @@ impl Component for ModelRegistryComponent {
             transform::rewrite_istio_hosts(&mut objects, from, ctx.namespace);
         }
         if let Some(db) = external(cr) {
+            // The schema's pattern, again for a resource stored before it
+            // had one: the host goes into the server's connection string.
+            kubeflow_operator::validate::host("spec.database.external.host", &db.host).map_err(
+                |m| Refusal::new(kubeflow_operator::conditions::Reason::InvalidSpec, m),
+            )?;
             database::use_external(&mut objects, db);
         }
         match &inputs.passwords {
@@ -310,10 +315,18 @@ mod tests {
         let new = render_spec(
             &ModelRegistryComponent,
             json!({"version": "v0.3.9"}),
-            &passwords(&[(database::MYSQL_KEY, "mysql-pw")]),
+            &passwords(&[
+                (database::MYSQL_KEY, "mysql-pw"),
+                ("MYSQL_USER_NAME", "root"),
+            ]),
         )
         .expect("render");
         let s = secret(&new, database::SECRET);
+        assert_eq!(
+            s.get("MYSQL_USER_NAME").map(String::as_str),
+            Some("root"),
+            "every key the kept MySQL needs stays"
+        );
         assert_eq!(s[database::POSTGRES_KEY], "new-registry");
         assert_eq!(
             s[database::MYSQL_KEY],
