@@ -203,6 +203,24 @@ mod tests {
     }
 
     #[test]
+    fn the_uninstall_cleanup_deletes_every_components_crd() {
+        let page = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/uninstall.md"),
+        )
+        .expect("docs/uninstall.md");
+        let command = page
+            .split("kubectl delete crd kubeflows.platform.kubeflow.org")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .expect("the cleanup command deleting the chart's CRDs");
+        for c in ComponentKind::ORDER {
+            let r = c.api_resource();
+            let crd = format!("{}.{}", r.plural, r.group);
+            assert!(command.contains(&crd), "docs/uninstall.md omits {crd}");
+        }
+    }
+
+    #[test]
     fn each_kind_has_its_own_resource_and_name() {
         let plurals: std::collections::BTreeSet<String> = ComponentKind::ORDER
             .iter()

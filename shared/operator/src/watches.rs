@@ -149,6 +149,42 @@ impl Watched {
             everywhere: false,
         }
     }
+
+    /// A kind the component's code writes beyond its bundles' objects, with
+    /// the plural and scope its bundles' CRDs give it when they define it:
+    /// the Dashboard's declared Profiles are cluster-scoped, and a watch of
+    /// them per namespace never saw one (an owner edit or a deletion waited
+    /// for the resync).
+    pub fn of_bundle_kind(
+        resource: ApiResource,
+        manifests_dir: &Path,
+        permissions: &Permissions,
+    ) -> Self {
+        let mut crds = BTreeMap::new();
+        for folder in &permissions.bundles {
+            crds.extend(bundle::crd_names(&manifests_dir.join(folder)));
+        }
+        Self::scoped_by(resource, &crds)
+    }
+
+    /// [`Watched::of_kind`], with the plural and scope of a CRD in `crds`.
+    fn scoped_by(
+        resource: ApiResource,
+        crds: &BTreeMap<(String, String), bundle::CrdNames>,
+    ) -> Self {
+        match crds.get(&(resource.group.clone(), resource.kind.clone())) {
+            Some(c) => {
+                let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
+                Watched {
+                    crd: Some(format!("{}.{}", c.plural, resource.group)),
+                    resource: ApiResource::from_gvk_with_plural(&gvk, &c.plural),
+                    namespaced: c.namespaced,
+                    everywhere: false,
+                }
+            }
+            None => Self::of_kind(resource),
+        }
+    }
 }
 
 /// Every kind of the permissions' bundles (every version), one version per
@@ -238,6 +274,27 @@ mod tests {
         let mut c = WatchBackoff::default();
         c.delay_at(start);
         assert_eq!(c.delay_at(start + Duration::from_secs(60)).as_millis(), 400);
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_of_a_bundle_crd_is_watched_cluster_wide() {
+        let crds = BTreeMap::from([(
+            ("kubeflow.org".to_string(), "Profile".to_string()),
+            bundle::CrdNames {
+                plural: "profiles".into(),
+                namespaced: false,
+            },
+        )]);
+        let profile =
+            ApiResource::from_gvk(&GroupVersionKind::gvk("kubeflow.org", "v1", "Profile"));
+        assert!(
+            Watched::of_kind(profile.clone()).namespaced,
+            "what of_kind alone guessed"
+        );
+        let w = Watched::scoped_by(profile, &crds);
+        assert!(!w.namespaced);
+        assert_eq!(w.resource.plural, "profiles");
+        assert_eq!(w.crd.as_deref(), Some("profiles.kubeflow.org"));
     }
 
     #[test]
