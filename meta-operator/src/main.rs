@@ -8,6 +8,8 @@ mod plan;
 mod reconcile;
 mod release;
 mod status;
+#[cfg(test)]
+mod removal_properties;
 mod summary;
 
 use clap::{CommandFactory, FromArgMatches};

@@ -97,7 +97,14 @@ pub fn write_reason(desired: &Value, live: &Value, manager: &str) -> Option<Why>
     {
         return Some(format!("unwanted {path}"));
     }
-    difference(desired, live, owned, "", String::new()).map(|p| format!("differs {p}"))
+    if let Some(p) = difference(desired, live, owned, "", String::new()) {
+        return Some(format!("differs {p}"));
+    }
+    // A field gone from inside a value we own whole (an atomic list's entry).
+    owned
+        .filter(|_| super::atomic::applies_to(desired))
+        .and_then(|fields| super::atomic::extra(desired, live, fields))
+        .map(|p| format!("unwanted {p}"))
 }
 
 /// The first owned field (a path) that `desired` no longer has.

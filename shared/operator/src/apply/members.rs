@@ -77,15 +77,18 @@ impl Engine {
                 continue;
             };
             let apis: Vec<(Option<&str>, Api<DynamicObject>)> = match self.scope.namespaces() {
-                Some(namespaces) if resolved.namespaced => namespaces
-                    .iter()
-                    .map(|ns| {
-                        (
-                            Some(ns.as_str()),
-                            Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
-                        )
-                    })
-                    .collect(),
+                // Tenant access lives outside the allowed namespaces.
+                Some(namespaces) if resolved.namespaced && !self.scope.lists_everywhere(gk) => {
+                    namespaces
+                        .iter()
+                        .map(|ns| {
+                            (
+                                Some(ns.as_str()),
+                                Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
+                            )
+                        })
+                        .collect()
+                }
                 _ => vec![(None, Api::all_with(self.client.clone(), &resolved.resource))],
             };
             for (ns, api) in apis {

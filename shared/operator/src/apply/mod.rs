@@ -10,8 +10,10 @@
 //! - `waves`: the writes, wave by wave, and the CRD wait;
 //! - `prune`: what is no longer rendered goes (or is released);
 //! - `members`: the inventory as the API server holds it;
-//! - `diff`: whether an object must be written; `fields`: what is left to others.
+//! - `diff`: whether an object must be written; `fields`: what is left to others;
+//!   `atomic`: a field gone from inside a value owned whole (our own kinds).
 
+mod atomic;
 mod claim;
 mod deadline;
 pub mod diff;

@@ -95,6 +95,16 @@ impl<C: Component> Reconciler for Context<C> {
     /// the allowed namespaces): there the status alone says it.
     fn may_publish(&self, cr: &C::Resource) -> bool {
         self.scope.allows(&cr.namespace().unwrap_or_default())
+
+    /// Outside the allowed namespaces nothing is applied: a CR there that
+    /// lists no applied kinds has nothing to clean up.
+    fn holds_nothing(&self, cr: &C::Resource) -> bool {
+        !self.scope.allows(&cr.namespace().unwrap_or_default())
+            && crate::inventory::parse_group_kinds(
+                cr.annotations().get(labels::APPLYSET_GROUP_KINDS),
+            )
+            .is_empty()
+    }
     }
 }
 
@@ -104,7 +114,9 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
     let rt = runner::start(&name, &args.run).await?;
     let watched = watchable(&component, &args.manifests_dir);
     let watched_kinds = watched.clone();
-    let scope = NamespaceScope::only(&args.allowed_namespaces);
+    // Tenant access (the Dashboard's contributors) is inside the scope.
+    let scope = NamespaceScope::only(&args.allowed_namespaces)
+        .with_tenant_access(&component.permissions().tenant_roles);
     match scope.namespaces() {
         Some(n) => tracing::info!(namespaces = ?n, "installing only into the allowed namespaces"),
         None => tracing::warn!("no allowed namespaces set: CRs may install into any namespace"),

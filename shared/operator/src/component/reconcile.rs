@@ -93,8 +93,11 @@ pub(super) async fn apply<C: Component>(
     let (rendered, blocked) =
         upgrade_gate(cr, ctx, platform, &old, full.as_mut(), rendered, misfit).await?;
     let version = rendered.version.clone();
-    admitted_by_pod_security(ctx, &rendered.objects).await?;
-    let outcome = apply_rendered(cr, ctx, rendered.objects, &version).await?;
+    // A refusal is of one object (outside the allowed namespaces, and no
+    // tenant access): the rest is applied and repaired all the same.
+    let (objects, refused) = ctx.scope.split(rendered.objects);
+    admitted_by_pod_security(ctx, &objects).await?;
+    let outcome = apply_rendered(cr, ctx, objects, &version, &refused).await?;
     // Applied at this version: an older one's parsed bundle is not needed.
     ctx.bundles.keep_only(C::Resource::COMPONENT, &version);
     report_repairs(cr, ctx, &old, &version, &outcome).await;
@@ -114,6 +117,16 @@ pub(super) async fn apply<C: Component>(
             true,
             Reason::PrerequisiteMissing,
             &missing.join("; "),
+            cr.meta().generation,
+        );
+    }
+    if !refused.is_empty() {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            Reason::NamespaceNotAllowed,
+            &ctx.scope.refusal_of(&refused),
             cr.meta().generation,
         );
     }
@@ -534,9 +547,17 @@ async fn apply_rendered<C: Component>(
     let inv = inventory_of(cr);
     let parent_resource = ApiResource::erase::<C::Resource>(&());
     let empty = BTreeMap::new();
-    let retain = |o: &DynamicObject| ctx.component.retain(cr, o);
+    // A refused object applied before (the allowed namespaces changed
+    // since) is not pruned: the operator may no longer reach it.
+    let retain = |o: &DynamicObject| {
+        refused
+            .iter()
+            .any(|r| r.key == crate::kinds::ObjectKey::of(o))
+            || ctx.component.retain(cr, o)
+    };
     let release = |o: &DynamicObject| ctx.component.release_on_prune(cr, o);
     let request = ApplyRequest {
+    refused: &[crate::scope::Refused],
         inventory: &inv,
         parent_resource: &parent_resource,
         parent_annotations: cr.meta().annotations.as_ref().unwrap_or(&empty),
