@@ -90,7 +90,9 @@ impl Demo {
             .envs(env.iter().copied())
             .env("KUBEFLOW_DEMO_STATE", &self.state)
             .env("KUBEFLOW_DEMO_PORT_BASE", self.port_base.to_string())
-            .env("KUBEFLOW_DEMO_TIMEOUT", "180")
+            // Fail when nothing moves for 3 minutes, and in any case after 15.
+            .env("KUBEFLOW_DEMO_STALL", "180")
+            .env("KUBEFLOW_DEMO_TIMEOUT", "900")
             .env("MANIFESTS_DIR", crate::manifests_dir())
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/demo: {e}"));
@@ -102,6 +104,28 @@ impl Demo {
             self.state.join("logs").display()
         );
         stdout
+    }
+
+    /// `e2e/demo wait` with a stall window of `stall_secs`: whether the
+    /// Kubeflow resource became Ready, and what the script printed (both
+    /// streams: the reasons for a stall go to standard error).
+    pub fn wait(&self, stall_secs: u32) -> (bool, String) {
+        let out = Command::new(crate::repo_root().join("e2e/demo"))
+            .arg("wait")
+            .env("KUBEFLOW_DEMO_STATE", &self.state)
+            .env("KUBEFLOW_DEMO_PORT_BASE", self.port_base.to_string())
+            .env("KUBEFLOW_DEMO_STALL", stall_secs.to_string())
+            .env("KUBEFLOW_DEMO_TIMEOUT", "900")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/demo: {e}"));
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
     }
 
     /// Starts the operators that are not running (`e2e/demo start`).
@@ -151,17 +175,28 @@ impl Demo {
 
     /// Log lines of any operator that show a request the chart's RBAC refused
     /// (not other 403s, such as writes into a terminating namespace).
+    /// Panics naming the file when an operator's log is missing or empty:
+    /// every operator logs from its start, and a log not there would pass
+    /// for one without refusals.
     pub fn forbidden(&self) -> Vec<String> {
-        COMPONENTS
-            .iter()
-            .flat_map(|c| {
-                self.log(c)
-                    .lines()
+        let mut refused = Vec::new();
+        for c in COMPONENTS {
+            let path = self.state.join("logs").join(format!("{c}.log"));
+            let log = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                panic!("no log of kubeflow-{c}-operator at {}: {e}", path.display())
+            });
+            assert!(
+                !log.trim().is_empty(),
+                "the log of kubeflow-{c}-operator at {} is empty",
+                path.display()
+            );
+            refused.extend(
+                log.lines()
                     .filter(|l| l.contains("is forbidden: User"))
-                    .map(|l| format!("{c}: {l}"))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+                    .map(|l| format!("{c}: {l}")),
+            );
+        }
+        refused
     }
 }
 
@@ -274,4 +309,53 @@ pub fn cgroup_peak(pod_uid: &str) -> Option<f64> {
         .find_map(|path| std::fs::read_to_string(path).ok())
         .and_then(|text| text.trim().parse::<f64>().ok())
         .map(|bytes| bytes / 1024.0 / 1024.0)
+}
+
+/// The refusals check fails when the logs it reads are missing or empty
+/// (no cluster needed: `e2e/demo down` on a state folder without pids
+/// stops nothing).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A demo's state folder with a log for each operator, `text` in each.
+    fn state(name: &str, text: &str) -> Demo {
+        let state = crate::operator::target_dir()
+            .join("e2e-demo")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state);
+        std::fs::create_dir_all(state.join("logs")).expect("logs folder");
+        for c in COMPONENTS {
+            std::fs::write(state.join("logs").join(format!("{c}.log")), text).expect("log");
+        }
+        Demo {
+            state,
+            port_base: 0,
+        }
+    }
+
+    #[test]
+    fn the_refusals_are_read_from_every_log() {
+        let demo = state(
+            "forbidden-read",
+            "INFO started\nERROR secrets is forbidden: User \"x\" cannot list\n",
+        );
+        assert_eq!(demo.forbidden().len(), COMPONENTS.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "is empty")]
+    fn an_empty_log_fails_the_refusals_check() {
+        let demo = state("forbidden-empty", "INFO started\n");
+        std::fs::write(demo.state.join("logs").join("katib.log"), "").expect("empty the log");
+        demo.forbidden();
+    }
+
+    #[test]
+    #[should_panic(expected = "no log of kubeflow-meta-operator")]
+    fn a_missing_log_fails_the_refusals_check() {
+        let demo = state("forbidden-missing", "INFO started\n");
+        std::fs::remove_file(demo.state.join("logs").join("meta.log")).expect("remove the log");
+        demo.forbidden();
+    }
 }

@@ -224,6 +224,86 @@ async fn a_manual_upgrade_waits_for_its_plans_digest_and_the_plan_is_the_offline
     ns.delete().await;
 }
 
+/// A release's digest covers every component that moves: while one of them
+/// (cert-manager, its operator stopped: a slow one) has not published its
+/// plan, the resource shows no digest and names it; the first digest it
+/// ever shows, approved at once, upgrades both.
+#[tokio::test]
+async fn the_first_digest_shown_covers_every_moving_component() {
+    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    kubeflow_e2e::demo::clear_leftovers(&client).await;
+    let ns = TestNamespace::new(&client, "whole-plan").await;
+    let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
+    let _trainer = OperatorProcess::start("kubeflow-trainer-operator", &[]);
+    let cert_manager = OperatorProcess::start("kubeflow-cert-manager-operator", &[]);
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  upgradeStrategy: Manual\n  components:\n    trainer: {managementState: Managed}\n    certManager: {managementState: Managed}\n",
+    )
+    .await;
+    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    ready_at(&kfs, "kubeflow", "26.03", TIMEOUT).await;
+
+    cert_manager.stop();
+    merge(&kfs, "kubeflow", json!({"spec": {"version": "26.03.1"}})).await;
+    let kf = wait_for(
+        "the trainer's plan, cert-manager's still computing",
+        TIMEOUT,
+        || async {
+            let kf = kfs.get("kubeflow").await.ok()?;
+            let plan = kf.data.pointer("/status/upgradePlan")?;
+            (plan["components"].as_array()?.len() == 1).then_some(kf)
+        },
+    )
+    .await;
+    let plan = &kf.data["status"]["upgradePlan"];
+    assert_eq!(plan["computing"], json!(["cert-manager"]), "{plan}");
+    assert_eq!(
+        plan["digest"],
+        json!(""),
+        "a digest for part of the release: {plan}"
+    );
+    let (ready, reason, message, _) = condition(&kf, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("False", "AwaitingApproval")
+    );
+    assert!(
+        message.contains("plans of cert-manager are still being computed"),
+        "{message}"
+    );
+
+    // The slow component publishes; the first digest shown is approved.
+    let _cert_manager = OperatorProcess::start("kubeflow-cert-manager-operator", &[]);
+    let digest = wait_for("the first digest shown", TIMEOUT, || async {
+        let kf = kfs.get("kubeflow").await.ok()?;
+        let digest = kf.data.pointer("/status/upgradePlan/digest")?.as_str()?;
+        (!digest.is_empty()).then(|| digest.to_string())
+    })
+    .await;
+    merge(&kfs, "kubeflow", json!({"spec": {"approvedPlan": digest}})).await;
+    ready_at(&kfs, "kubeflow", "26.03.1", TIMEOUT).await;
+    for (kind, version) in [("Trainer", "v2.2.0"), ("CertManager", "v1.20.2")] {
+        let child = component_api(&client, &ns.name, kind)
+            .get("kubeflow")
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(
+            child.data.pointer("/status/version"),
+            Some(&json!(version)),
+            "{kind}"
+        );
+    }
+
+    kfs.delete("kubeflow", &Default::default()).await.ok();
+    wait_for("Kubeflow gone", TIMEOUT, || async {
+        kfs.get_opt("kubeflow").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    ns.delete().await;
+}
+
 /// The Trainer bundles at v2.1.0 and v2.2.0, with one more served version
 /// (`v1alpha0`) of the TrainJob CRD at v2.1.0 only: an upgrade that drops a
 /// CRD version, which no real move between supported versions does yet.

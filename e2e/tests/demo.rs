@@ -70,6 +70,8 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         Some("True".to_string())
     );
     assert_eq!(kf.data["status"]["readyComponents"], json!("14/14"));
+    // The VERSION column's field: the release reached.
+    assert_eq!(kf.data["status"]["release"], json!("26.03"));
     // The demo's login: a random password printed once, which the hash in
     // the users Secret verifies, and which reached dex's configuration.
     let password = printed
@@ -196,6 +198,48 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
             "{c}: its pod was not admitted or not Ready"
         );
     }
+
+    // A component that cannot move: the wait fails once nothing changed for
+    // its stall window, naming the component and showing its operator's
+    // last log lines; with the operator back, the same wait succeeds.
+    demo.stop_operator("trainer");
+    let trainers = component_api(&client, KUBEFLOW_NAMESPACE, "Trainer");
+    merge(
+        &trainers,
+        "kubeflow",
+        json!({"metadata": {"annotations": {"e2e/stall": "1"}}, "spec": {"controller": {"trainJobConcurrency": 7}}}),
+    )
+    .await;
+    let (ready, printed) = demo.wait(15);
+    assert!(
+        !ready,
+        "the wait succeeded with the trainer stopped:\n{printed}"
+    );
+    assert!(
+        printed.contains("nothing moved for 15 s")
+            && printed.contains("component trainer is not Ready")
+            && printed.contains("last lines of kubeflow-trainer-operator's log"),
+        "the stall does not name the component:\n{printed}"
+    );
+    let log = demo.log("trainer");
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .expect("the trainer logged");
+    assert!(
+        printed.contains(last.trim()),
+        "its log's last line is not shown:\n{printed}"
+    );
+    demo.start();
+    merge(
+        &trainers,
+        "kubeflow",
+        json!({"spec": {"controller": {"trainJobConcurrency": null}}}),
+    )
+    .await;
+    let (ready, printed) = demo.wait(120);
+    assert!(ready, "the wait failed with the trainer back:\n{printed}");
 
     // The upgrade as the docs give it: the user sees the new release.
     let shown = demo.upgrade("26.03.1");

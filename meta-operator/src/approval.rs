@@ -24,7 +24,10 @@ fn child_plan(live: &DynamicObject) -> Option<UpgradePlanStatus> {
 /// The plan of moving the release `from` -> `to`: every managed child's
 /// plan towards the version asked of it, while the move is under way
 /// (`from` differs from `to`) or a child waits for approval. None when no
-/// child has published one.
+/// child has published one. While a child that moves (it runs another
+/// version than the one asked of it) has not published its plan yet, the
+/// plan has no digest and names it in `computing`: approving part of a
+/// release would leave a mix of versions that no release is.
 pub fn release_plan(
     wanted: &[Child],
     live: &BTreeMap<ComponentKind, DynamicObject>,
@@ -56,24 +59,53 @@ pub fn release_plan(
     if components.is_empty() {
         return None;
     }
+    let computing: Vec<String> = wanted
+        .iter()
+        .filter(|c| c.managed)
+        .filter(|child| {
+            let name = child.component.to_string();
+            !components.iter().any(|p| p.name == name)
+                && live.get(&child.component).is_some_and(|l| moves(child, l))
+        })
+        .map(|child| child.component.to_string())
+        .collect();
     let from = from.unwrap_or_default();
     let text: String = components
         .iter()
         .map(|c| format!("{} {}\n", c.name, c.digest))
         .collect();
+    let digest = if computing.is_empty() {
+        kubeflow_operator::upgrade_plan::digest(from, to, &text)
+    } else {
+        String::new()
+    };
     Some(ReleasePlan {
         from: from.to_string(),
         to: to.to_string(),
-        digest: kubeflow_operator::upgrade_plan::digest(from, to, &text),
+        digest,
         awaiting_approval: awaiting,
+        computing,
         components,
     })
+}
+
+/// Whether a live child runs another version than the one asked of it
+/// (an install that never reached a version is not a move).
+fn moves(child: &Child, live: &DynamicObject) -> bool {
+    let reached = live
+        .data
+        .pointer("/status/version")
+        .and_then(|v| v.as_str());
+    reached.is_some() && reached != expected_version(child)
 }
 
 /// When `approved` is the release plan's digest, each child in the plan
 /// gets its own plan's digest as `approvedPlan`. Returns whether it was.
 pub fn approve(wanted: &mut [Child], plan: &ReleasePlan, approved: Option<&str>) -> bool {
-    if approved != Some(plan.digest.as_str()) {
+    if !plan.computing.is_empty()
+        || plan.digest.is_empty()
+        || approved != Some(plan.digest.as_str())
+    {
         return false;
     }
     for child in wanted.iter_mut() {
@@ -95,6 +127,15 @@ pub fn awaiting_message(plan: &ReleasePlan, approved: Option<&str>) -> String {
         _ => String::new(),
     };
     let names: Vec<&str> = plan.components.iter().map(|c| c.name.as_str()).collect();
+    if !plan.computing.is_empty() {
+        return format!(
+            "the upgrade from {} to {} waits for approval; the plans of {} are still being computed, and the digest to approve appears once every component that moves has published its plan (ready: {})",
+            plan.from,
+            plan.to,
+            plan.computing.join(", "),
+            names.join(", ")
+        );
+    }
     format!(
         "{wrong}the upgrade from {} to {} waits for approval: set spec.approvedPlan to {} (plans of {}: status.upgradePlan, in full in each component's status.upgradePlan)",
         plan.from,
@@ -178,6 +219,56 @@ mod tests {
         let changed =
             release_plan(&wanted, &live_children, Some("26.03"), "26.03.1").expect("a plan");
         assert_ne!(changed.digest, plan.digest);
+    }
+
+    #[test]
+    fn no_digest_until_every_moving_component_has_published_its_plan() {
+        let mut wanted = vec![
+            child(ComponentKind::Serving, "v0.18.0"),
+            child(ComponentKind::Trainer, "v2.2.0"),
+            child(ComponentKind::Training, "v1.9.2"),
+        ];
+        let mut live_children = BTreeMap::new();
+        live_children.insert(
+            ComponentKind::Trainer,
+            live("v2.1.0", "v2.2.0", "bbbb", true),
+        );
+        // Serving moves (v0.16.0 -> v0.18.0) and has no plan yet; Training
+        // stays at v1.9.2 and needs none.
+        let mut serving = live("v0.16.0", "v0.16.0", "old", false);
+        serving.data["status"]
+            .as_object_mut()
+            .expect("status")
+            .remove("upgradePlan");
+        live_children.insert(ComponentKind::Serving, serving);
+        let mut training = live("v1.9.2", "v1.9.2", "x", false);
+        training.data["status"]
+            .as_object_mut()
+            .expect("status")
+            .remove("upgradePlan");
+        live_children.insert(ComponentKind::Training, training);
+        let partial =
+            release_plan(&wanted, &live_children, Some("26.03"), "26.03.1").expect("a plan");
+        assert_eq!(partial.computing, vec!["serving".to_string()]);
+        assert_eq!(partial.digest, "");
+        // Nothing is approved, whatever the value.
+        assert!(!approve(&mut wanted, &partial, Some("")));
+        assert!(wanted.iter().all(|c| field(c, "approvedPlan").is_none()));
+        assert!(
+            awaiting_message(&partial, None).contains("plans of serving are still being computed")
+        );
+
+        live_children.insert(
+            ComponentKind::Serving,
+            live("v0.16.0", "v0.18.0", "aaaa", true),
+        );
+        let whole =
+            release_plan(&wanted, &live_children, Some("26.03"), "26.03.1").expect("a plan");
+        assert!(whole.computing.is_empty());
+        assert_eq!(whole.digest.len(), 16);
+        assert!(approve(&mut wanted, &whole, Some(&whole.digest)));
+        assert_eq!(field(&wanted[0], "approvedPlan"), Some(&json!("aaaa")));
+        assert_eq!(field(&wanted[1], "approvedPlan"), Some(&json!("bbbb")));
     }
 
     #[test]

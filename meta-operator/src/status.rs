@@ -52,11 +52,19 @@ pub fn after_apply(
     if all_ready {
         status.version = Some(version.to_string());
         status.upgrade = None;
+        status.release = Some(version.to_string());
     } else if let Some(from) = installed.filter(|v| *v != version) {
         status.upgrade = Some(UpgradeStatus {
             from: from.to_string(),
             to: version.to_string(),
         });
+        status.release = Some(format!("{from} -> {version}"));
+    } else if installed == Some(version) {
+        // Installed once, not Ready now (a component repaired or added):
+        // still that release.
+        status.release = Some(version.to_string());
+    } else {
+        status.release = Some(format!("installing {version}"));
     }
     set_upgrade_risk(status, generation);
     if all_ready {
@@ -73,8 +81,11 @@ pub fn after_apply(
     } else {
         not_ready(status, &summaries, !seen.waiting.is_empty(), generation);
     }
+    // A Removed component kept for its dependents is never a silent Ready.
+    let kept = crate::needed::kept(seen.wanted, seen.live);
+    crate::needed::report(status, &kept, generation);
     status.components = summaries;
-    all_ready
+    all_ready && kept.is_empty()
 }
 
 /// The release plan into the status while an upgrade is under way; while
@@ -244,6 +255,7 @@ mod tests {
         };
         assert!(after_apply(&mut s, "26.03", Some("1.11.0"), Some(2), &seen));
         assert_eq!(s.version.as_deref(), Some("26.03"));
+        assert_eq!(s.release.as_deref(), Some("26.03"));
         assert_eq!(s.ready_components.as_deref(), Some("2/2"));
         assert_eq!(s.phase, Some(Phase::Ready));
         assert_eq!(condition(&s, "Ready"), ("True", "Ready"));
@@ -269,6 +281,7 @@ mod tests {
             &seen
         ));
         assert_eq!(s.phase, Some(Phase::Upgrading));
+        assert_eq!(s.release.as_deref(), Some("1.11.0 -> 26.03"));
         assert_eq!(s.upgrade.as_ref().map(|u| u.from.as_str()), Some("1.11.0"));
         assert_eq!(condition(&s, "Ready"), ("False", "WaitingForDependency"));
         assert_eq!(condition(&s, "Degraded").0, "False");
@@ -285,6 +298,11 @@ mod tests {
         };
         after_apply(&mut s, "26.03", Some("1.11.0"), Some(3), &seen);
         assert_eq!(s.phase, Some(Phase::Degraded));
+
+        // A first install names the release it is installing.
+        let mut fresh = KubeflowStatus::default();
+        after_apply(&mut fresh, "26.03", None, Some(1), &seen);
+        assert_eq!(fresh.release.as_deref(), Some("installing 26.03"));
         assert_eq!(condition(&s, "Degraded"), ("True", "ComponentsNotReady"));
     }
 }

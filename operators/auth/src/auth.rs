@@ -451,6 +451,16 @@ mod tests {
         published.sort();
         published.dedup();
         assert_eq!(published.len(), 3, "{}", published.len());
+        // The library's list, which the check after the overrides reads,
+        // holds each (a bundle that publishes a new one fails here).
+        for secret in &published {
+            assert!(
+                kubeflow_operator::known_secrets::KNOWN
+                    .iter()
+                    .any(|k| k.value == secret.as_str()),
+                "a secret the auth bundles publish is missing from known_secrets::KNOWN"
+            );
+        }
         for version in kubeflow_operator::bundle::available_versions(&dir.join(PROXY_FOLDER)) {
             for spec in [
                 json!({"version": version, "dex": {"usersSecret": "users"}}),
@@ -505,6 +515,19 @@ mod tests {
         .expect("refused");
         assert_eq!(r.reason, Reason::InvalidSpec);
         assert!(r.message.contains("everyone knows"), "{}", r.message);
+        // The same hash under another prefix is the same hash to bcrypt.
+        for prefix in ["$2a$", "$2b$"] {
+            let mut with_known = inputs();
+            with_known.users[0].hash = published[0].replacen("$2y$", prefix, 1);
+            let r = render_spec(
+                &AuthComponent,
+                json!({"version": "v7.15.2", "dex": {"usersSecret": "users"}}),
+                &with_known,
+            )
+            .err()
+            .expect(prefix);
+            assert!(r.message.contains("everyone knows"), "{}", r.message);
+        }
     }
 
     #[test]

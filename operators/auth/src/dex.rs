@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use kubeflow_operator::component::Refusal;
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
+use kubeflow_operator::known_secrets;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::{secrets, serde_saphyr};
 use serde::Deserialize;
@@ -92,9 +93,17 @@ pub fn parse_users(secret: &str, text: &str) -> Result<Vec<User>, Refusal> {
 }
 
 /// Refuses a user whose hash is one a bundle publishes (upstream's demo
-/// user's, whose password everyone knows).
+/// user's, whose password everyone knows): one the library knows or this
+/// bundle's `published`, whatever its `$2?$` prefix (the same hash to
+/// bcrypt).
 pub fn refuse_published(secret: &str, users: &[User], published: &[String]) -> Result<(), Refusal> {
-    match users.iter().find(|u| published.contains(&u.hash)) {
+    let is_published = |hash: &str| {
+        known_secrets::published_hash(hash).is_some()
+            || published
+                .iter()
+                .any(|p| known_secrets::same_bcrypt(p, hash))
+    };
+    match users.iter().find(|u| is_published(&u.hash)) {
         Some(u) => Err(invalid(format!(
             "Secret {secret}, key {USERS_KEY}: the hash of {} is the one upstream's dex bundle publishes, for a password everyone knows; choose another password",
             u.email
@@ -341,6 +350,15 @@ mod tests {
             "{}",
             known.message
         );
+        // The same hash with another prefix is the same hash to bcrypt.
+        for prefix in ["$2a$", "$2y$"] {
+            let text = format!(
+                "- email: a@example.com\n  hash: \"{}\"\n",
+                HASH.replacen("$2b$", prefix, 1)
+            );
+            let users = parse_users("kubeflow/users", &text).expect("ok");
+            refuse_published("kubeflow/users", &users, &[HASH.to_string()]).expect_err(prefix);
+        }
     }
 
     #[test]

@@ -509,6 +509,69 @@ mod tests {
     }
 
     #[test]
+    fn kubernetes_identities_are_no_people_and_the_profile_list_is_bounded() {
+        let refused = |spec: serde_json::Value| {
+            render_spec(&DashboardComponent, spec, &Found::default())
+                .err()
+                .expect("refused")
+        };
+        for (owner, contributors, field) in [
+            (
+                "system:serviceaccount:kubeflow:default",
+                json!([]),
+                "spec.profiles[0].owner",
+            ),
+            (
+                "system:anonymous@example.com",
+                json!([]),
+                "spec.profiles[0].owner",
+            ),
+            (
+                "jane@example.com",
+                json!([{"user": "system:serviceaccount:team-a:default-editor", "role": "edit"}]),
+                "spec.profiles[0].contributors[0].user",
+            ),
+            (
+                "jane@example.com",
+                json!([{"group": "system:unauthenticated", "role": "view"}]),
+                "spec.profiles[0].contributors[0].group",
+            ),
+            (
+                "jane@example.com",
+                json!([{"group": "system:anonymous", "role": "view"}]),
+                "spec.profiles[0].contributors[0].group",
+            ),
+        ] {
+            let r = refused(json!({"version": "v2.0.0", "profiles": [
+                {"name": "team-a", "owner": owner, "contributors": contributors}]}));
+            assert_eq!(r.reason, Reason::InvalidSpec);
+            assert!(
+                r.message.starts_with(field) && r.message.contains("keeps for itself"),
+                "{field}: {}",
+                r.message
+            );
+        }
+        let many = |n: usize| -> Vec<serde_json::Value> {
+            (0..n)
+                .map(|i| json!({"name": format!("team-{i}"), "owner": "jane@example.com"}))
+                .collect()
+        };
+        let r = refused(json!({"version": "v2.0.0", "profiles": many(1001)}));
+        assert!(
+            r.message
+                .starts_with("spec.profiles: 1001 profiles declared; at most 1000"),
+            "{}",
+            r.message
+        );
+        render_spec(
+            &DashboardComponent,
+            json!({"version": "v2.0.0", "profiles": many(1000)}),
+            &Found::default(),
+        )
+        .expect("1000 profiles render");
+    }
+
+    #[test]
     fn a_released_profile_keeps_its_contributors_and_a_removed_contributor_goes() {
         let cr: Dashboard = serde_json::from_value(json!({
             "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Dashboard",

@@ -11,7 +11,7 @@ use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kube::api::{ApiResource, DynamicObject};
 use kubeflow_operator::kube::core::GroupVersionKind;
 use kubeflow_operator::quantity::quantity;
-use kubeflow_operator::validate::{is_dns_label, is_email};
+use kubeflow_operator::validate::{is_dns_label, is_email, is_kubernetes_identity};
 use serde_json::{Value, json};
 
 /// The Profile kind (cluster-scoped; its v1 is the stored version in both
@@ -35,6 +35,17 @@ const RESERVED: &[&str] = &[
     "knative-eventing",
 ];
 
+/// The most profiles a Dashboard declares (the CRD's `maxItems`).
+pub const DECLARED_PROFILES_MAX: usize = 1000;
+
+/// Why a `system:` name is refused where a person is meant.
+const SYSTEM_NAME: &str = "is a name Kubernetes keeps for itself (`system:`: a ServiceAccount, a Kubernetes component, or the group of anonymous, signed-in or all ServiceAccounts' requests), which would give the namespace to a program or to anyone";
+
+/// A name as a refusal quotes it: bounded.
+fn truncate(name: &str) -> String {
+    kubeflow_operator::conditions::truncate(name, 256)
+}
+
 fn invalid(message: String) -> Refusal {
     Refusal::new(Reason::InvalidSpec, message)
 }
@@ -43,6 +54,14 @@ fn invalid(message: String) -> Refusal {
 /// is reserved, a name listed twice, an owner that is not an email, a quota
 /// that is not a quantity.
 pub fn check(profiles: &[DeclaredProfile], own_namespace: &str) -> Result<(), Refusal> {
+    // The schema's bound, again for a resource stored before it had one:
+    // each profile is a namespace and several objects kept by every pass.
+    if profiles.len() > DECLARED_PROFILES_MAX {
+        return Err(invalid(format!(
+            "spec.profiles: {} profiles declared; at most {DECLARED_PROFILES_MAX} (profiles beyond that are created by their owners, or by hand)",
+            profiles.len()
+        )));
+    }
     let mut seen = BTreeSet::new();
     for (i, p) in profiles.iter().enumerate() {
         let at = format!("spec.profiles[{i}]");
@@ -63,6 +82,12 @@ pub fn check(profiles: &[DeclaredProfile], own_namespace: &str) -> Result<(), Re
         }
         if !seen.insert(p.name.as_str()) {
             return Err(invalid(format!("{at}.name {:?} is listed twice", p.name)));
+        }
+        if is_kubernetes_identity(&p.owner) {
+            return Err(invalid(format!(
+                "{at}.owner {:?} {SYSTEM_NAME}; a profile's owner is a person, named by the email they log in with",
+                truncate(&p.owner)
+            )));
         }
         if !is_email(&p.owner) {
             return Err(invalid(format!(
@@ -101,6 +126,14 @@ fn check_contributors(p: &DeclaredProfile, at: &str) -> Result<(), Refusal> {
     let mut names: Vec<(String, usize)> = Vec::new();
     for (j, c) in p.contributors.iter().flatten().enumerate() {
         let at = format!("{at}.contributors[{j}]");
+        for (field, name) in [("user", &c.user), ("group", &c.group)] {
+            if let Some(name) = name.as_deref().filter(|n| is_kubernetes_identity(n)) {
+                return Err(invalid(format!(
+                    "{at}.{field} {:?} {SYSTEM_NAME}; a contributor is a person (by email) or a group of the identity provider",
+                    truncate(name)
+                )));
+            }
+        }
         match (&c.user, &c.group) {
             (Some(user), None) => {
                 if !is_email(user) {

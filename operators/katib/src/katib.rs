@@ -86,6 +86,12 @@ impl Component for KatibComponent {
         inputs: &Inputs,
     ) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
+        // The schema's pattern, again for a resource stored before it had
+        // one: the host is written into the manager's environment as is.
+        if let Some(db) = external(cr) {
+            kubeflow_operator::validate::host("spec.database.external.host", &db.host)
+                .map_err(|m| Refusal::new(kubeflow_operator::conditions::Reason::InvalidSpec, m))?;
+        }
         let bundle = ctx.bundle()?;
         let version = bundle.version.clone();
         let mut objects = bundle.objects();
@@ -171,6 +177,52 @@ mod tests {
     }
 
     #[test]
+    fn the_library_knows_the_demo_password_and_an_override_cannot_put_it_back() {
+        use kubeflow_operator::known_secrets;
+        let bundle = kubeflow_operator::bundle::load(
+            &kubeflow_operator::component::manifests_dir(),
+            "katib",
+            "v0.19.0",
+        )
+        .expect("bundle")
+        .objects();
+        let found = known_secrets::find(&bundle);
+        assert!(
+            found
+                .iter()
+                .any(|f| f.field == format!("data.{}", database::PASSWORD_KEY)),
+            "{found:?}"
+        );
+        let inputs = Inputs {
+            password: Some("0123abcd".into()),
+        };
+        let mut r =
+            render_spec(&KatibComponent, json!({"version": "v0.19.0"}), &inputs).expect("render");
+        assert!(known_secrets::find(&r.objects).is_empty());
+        // The override a person might copy from upstream's docs: the root
+        // password back to `test`, on the database's own variable.
+        let overrides: Vec<kubeflow_operator::api::Override> = serde_json::from_value(json!([
+            {"target": {"kind": "Deployment", "name": "katib-mysql"},
+             "jsonPatch": [{"op": "add", "path": "/spec/template/spec/containers/0/env/-",
+                            "value": {"name": "MYSQL_ROOT_PASSWORD", "value": "test"}}]}]))
+        .expect("overrides");
+        kubeflow_operator::overrides::apply(
+            &mut r.objects,
+            &overrides,
+            "spec.overrides",
+            "v0.19.0",
+        )
+        .expect("applies");
+        let refusal = known_secrets::refuse(&r.objects, &[("spec.overrides", &overrides)])
+            .expect_err("refused");
+        assert!(
+            refusal.message.starts_with("spec.overrides[0] (Deployment katib-mysql): Deployment kubeflow/katib-mysql spec.template.spec.containers[0].env[MYSQL_ROOT_PASSWORD].value holds"),
+            "{}",
+            refusal.message
+        );
+    }
+
+    #[test]
     fn the_bundled_database_gets_the_generated_password_never_the_demo_one() {
         let inputs = Inputs {
             password: Some("0123abcd".into()),
@@ -222,6 +274,34 @@ mod tests {
             of("DB_USER")["valueFrom"]["secretKeyRef"],
             json!({"name": "katib-db", "key": "username"})
         );
+    }
+
+    #[test]
+    fn an_external_database_host_with_more_than_a_host_is_refused() {
+        for host in [
+            "pg.example\nKATIB_MYSQL_DB_PASSWORD=x",
+            "pg.example;drop",
+            "pg.example:5432",
+            "user@pg.example",
+            "pg.example/katib?sslmode=disable",
+        ] {
+            let spec = json!({"version": "v0.19.0", "database": {"external": {
+                "host": host, "credentialsSecret": "katib-db"}}});
+            let r = render_spec(&KatibComponent, spec, &Inputs::default())
+                .err()
+                .expect(host);
+            assert_eq!(r.reason, kubeflow_operator::conditions::Reason::InvalidSpec);
+            assert!(
+                r.message.starts_with("spec.database.external.host: "),
+                "{}",
+                r.message
+            );
+        }
+        for host in ["10.1.2.3", "fd00::7", "MySQL.db.svc"] {
+            let spec = json!({"version": "v0.19.0", "database": {"external": {
+                "host": host, "credentialsSecret": "katib-db"}}});
+            render_spec(&KatibComponent, spec, &Inputs::default()).expect(host);
+        }
     }
 
     #[test]

@@ -79,6 +79,19 @@ impl Component for KnativeComponent {
 
     fn render(&self, cr: &Knative, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
+        // The schema's pattern, again for a resource stored before it
+        // bounded each label: Knative makes host names under this domain.
+        if let Some(d) = spec.domain.as_deref()
+            && !kubeflow_operator::validate::is_domain_name(d)
+        {
+            return Err(Refusal::new(
+                Reason::InvalidSpec,
+                format!(
+                    "spec.domain {:?} is not a DNS name (labels of lowercase letters, digits and '-', at most 63 characters each, 253 in all)",
+                    kubeflow_operator::conditions::truncate(d, 256)
+                ),
+            ));
+        }
         let bundle = ctx.bundle()?;
         let version = bundle.version.clone();
         let mut objects = bundle.objects();
@@ -293,6 +306,27 @@ mod tests {
             json!(["all"]),
             "Knative's `knative` and `serving` categories name the project's kinds"
         );
+    }
+
+    #[test]
+    fn a_domain_label_over_63_characters_is_refused() {
+        let label = "a".repeat(64);
+        let r = render_spec(
+            &KnativeComponent,
+            json!({"version": "v1.22.0", "domain": format!("{label}.example.org")}),
+            &(),
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(r.reason, Reason::InvalidSpec);
+        assert!(r.message.starts_with("spec.domain "), "{}", r.message);
+        let ok = format!("{}.example.org", &label[..63]);
+        render_spec(
+            &KnativeComponent,
+            json!({"version": "v1.22.0", "domain": ok}),
+            &(),
+        )
+        .expect("63 characters");
     }
 
     #[test]

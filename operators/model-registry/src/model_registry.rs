@@ -137,9 +137,8 @@ impl Component for ModelRegistryComponent {
         if let Some(db) = external(cr) {
             // The schema's pattern, again for a resource stored before it
             // had one: the host goes into the server's connection string.
-            kubeflow_operator::validate::host("spec.database.external.host", &db.host).map_err(
-                |m| Refusal::new(kubeflow_operator::conditions::Reason::InvalidSpec, m),
-            )?;
+            kubeflow_operator::validate::host("spec.database.external.host", &db.host)
+                .map_err(|m| Refusal::new(kubeflow_operator::conditions::Reason::InvalidSpec, m))?;
             database::use_external(&mut objects, db);
         }
         match &inputs.passwords {

@@ -1,5 +1,6 @@
 //! kubeflow-pipelines-operator: installs Kubeflow Pipelines from `Pipelines` custom resources.
 
+mod credentials;
 mod pipelines;
 mod stores;
 

@@ -17,6 +17,7 @@ use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{openshift, transform};
 
+use crate::credentials::{self, Credentials};
 use crate::stores;
 
 /// The namespace the upstream bundle installs into.
@@ -36,7 +37,7 @@ pub struct PipelinesComponent;
 #[async_trait]
 impl Component for PipelinesComponent {
     type Resource = Pipelines;
-    type Inputs = ();
+    type Inputs = Credentials;
 
     fn permissions(&self) -> Permissions {
         // The cache webhook the cache deployer registers at run time
@@ -69,8 +70,13 @@ impl Component for PipelinesComponent {
         out
     }
 
-    async fn dereference(&self, cr: &Pipelines, client: &Client) -> Result<(), DereferenceError> {
+    async fn dereference(
+        &self,
+        cr: &Pipelines,
+        client: &Client,
+    ) -> Result<Credentials, DereferenceError> {
         let ns = cr.namespace().unwrap_or_default();
+        let mut found = Credentials::default();
         if let Some(db) = cr.spec.database.as_ref().and_then(|d| d.external.as_ref()) {
             stores::require_secret(
                 client,
@@ -79,6 +85,8 @@ impl Component for PipelinesComponent {
                 &["username", "password"],
             )
             .await?;
+        } else {
+            found.database = Some(credentials::database(client, &ns).await?);
         }
         if let Some(s) = cr
             .spec
@@ -100,11 +108,18 @@ impl Component for PipelinesComponent {
                 &[s.secret_key.key.as_str()],
             )
             .await?;
+        } else {
+            found.store = Some(credentials::store(client, &ns).await?);
         }
-        Ok(())
+        Ok(found)
     }
 
-    fn render(&self, cr: &Pipelines, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+    fn render(
+        &self,
+        cr: &Pipelines,
+        ctx: &RenderContext<'_>,
+        inputs: &Credentials,
+    ) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let bundle = ctx.bundle()?;
         let version = bundle.version.clone();
@@ -122,6 +137,9 @@ impl Component for PipelinesComponent {
         if let Some(store) = spec.object_store.as_ref().and_then(|s| s.external.as_ref()) {
             stores::use_external_object_store(&mut objects, store);
         }
+        // What is left of the bundled database and store gets the kept or
+        // generated credentials, never upstream's demo ones.
+        credentials::set(&mut objects, inputs);
         if ctx.platform == Platform::OpenShift {
             // Argo's emissary executor needs no privileged access to the container runtime.
             transform::set_config(
@@ -144,10 +162,37 @@ impl Component for PipelinesComponent {
         Ok(Rendered { objects, version })
     }
 
-    /// The bundled stores' volumes outlive the component unless the spec says otherwise.
+    /// The bundled stores' volumes, and the credentials that open their
+    /// data, outlive the component unless the spec says otherwise (a new
+    /// install over a kept volume must not generate new ones).
     fn retain(&self, cr: &Pipelines, obj: &DynamicObject) -> bool {
-        kind(obj) == "PersistentVolumeClaim"
+        (kind(obj) == "PersistentVolumeClaim" || credentials::is_credentials_secret(obj))
             && cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
+    }
+
+    /// A credentials Secret no longer written is kept with what it holds:
+    /// the data on the volumes was initialised with it (upstream's demo
+    /// values, from an install an older operator made), or the spec moved
+    /// to an external database or store and the kept volume still needs it.
+    fn release_on_prune(&self, cr: &Pipelines, obj: &DynamicObject) -> Option<String> {
+        if !credentials::is_credentials_secret(obj) {
+            return None;
+        }
+        let name = obj.metadata.name.as_deref().unwrap_or_default();
+        let external = if name == stores::DB_SECRET {
+            cr.spec
+                .database
+                .as_ref()
+                .and_then(|d| d.external.as_ref())
+                .is_some()
+        } else {
+            cr.spec
+                .object_store
+                .as_ref()
+                .and_then(|s| s.external.as_ref())
+                .is_some()
+        };
+        Some(credentials::release_message(name, external))
     }
 
     /// The cache deployer registers `cache-webhook-<namespace>` at run time.
@@ -169,7 +214,237 @@ impl Component for PipelinesComponent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version};
+    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::known_secrets;
+    use kubeflow_operator::secrets;
+    use serde_json::{Value, json};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// What `dereference` gives on a cluster with neither Secret yet.
+    fn fresh() -> Credentials {
+        let hex = |n| secrets::random_hex(n).expect("random");
+        Credentials {
+            database: Some(map(&[("username", "root"), ("password", &hex(24))])),
+            store: Some(map(&[("accesskey", &hex(10)), ("secretkey", &hex(20))])),
+        }
+    }
+
+    /// What an install an older operator made holds.
+    fn demo() -> Credentials {
+        Credentials {
+            database: Some(map(&[("username", "root"), ("password", "")])),
+            store: Some(map(&[("accesskey", "minio"), ("secretkey", "minio123")])),
+        }
+    }
+
+    fn versions() -> Vec<String> {
+        kubeflow_operator::bundle::available_versions(
+            &kubeflow_operator::component::manifests_dir().join("pipelines"),
+        )
+    }
+
+    /// The workloads whose containers read Secret `name`: by a key
+    /// reference or as a whole (`envFrom`).
+    fn readers(r: &Rendered, name: &str) -> BTreeSet<String> {
+        r.objects
+            .iter()
+            .filter(|o| kind(o) == "Deployment")
+            .filter(|o| {
+                let pod = &o.data["spec"]["template"]["spec"];
+                pod["containers"].as_array().into_iter().flatten().any(|c| {
+                    let by_key = c["env"].as_array().into_iter().flatten().any(|e| {
+                        e.pointer("/valueFrom/secretKeyRef/name")
+                            .and_then(Value::as_str)
+                            == Some(name)
+                    });
+                    let whole = c["envFrom"].as_array().into_iter().flatten().any(|e| {
+                        e.pointer("/secretRef/name").and_then(Value::as_str) == Some(name)
+                    });
+                    by_key || whole
+                })
+            })
+            .map(|o| o.name_any())
+            .collect()
+    }
+
+    #[test]
+    fn a_fresh_install_gets_generated_credentials_that_every_consumer_reads() {
+        let versions = versions();
+        assert_eq!(versions.len(), 4, "{versions:?}");
+        for version in versions {
+            let inputs = fresh();
+            let r = render_spec(&PipelinesComponent, json!({"version": version}), &inputs)
+                .expect("render");
+            for (name, data) in [
+                (stores::DB_SECRET, &inputs.database),
+                (stores::STORE_SECRET, &inputs.store),
+            ] {
+                let s = find(&r, "Secret", name).expect("secret");
+                assert!(s.data.get("stringData").is_none(), "{version} {name}");
+                assert_eq!(
+                    Some(&secrets::decoded(&s.data["data"])),
+                    data.as_ref(),
+                    "{version} {name}"
+                );
+            }
+            assert!(known_secrets::find(&r.objects).is_empty(), "{version}");
+            assert!(
+                known_secrets::find_empty_passwords(&r.objects).is_empty(),
+                "{version}"
+            );
+            // The generated values are in the Secrets only (base64 there):
+            // every consumer refers to them.
+            let text = serde_json::to_string(&r.objects).expect("json");
+            for v in inputs
+                .database
+                .iter()
+                .chain(&inputs.store)
+                .flat_map(|d| d.values())
+                .filter(|v| v.len() > 8)
+            {
+                assert!(
+                    !text.contains(v.as_str()),
+                    "{version}: a literal credential"
+                );
+            }
+            let store = if version == "2.5.0" {
+                "minio"
+            } else {
+                "seaweedfs"
+            };
+            let db_readers = readers(&r, stores::DB_SECRET);
+            for w in [
+                "mysql",
+                "ml-pipeline",
+                "cache-server",
+                "metadata-grpc-deployment",
+            ] {
+                assert!(db_readers.contains(w), "{version}: {w} in {db_readers:?}");
+            }
+            let store_readers = readers(&r, stores::STORE_SECRET);
+            for w in [store, "ml-pipeline", "ml-pipeline-ui"] {
+                assert!(
+                    store_readers.contains(w),
+                    "{version}: {w} in {store_readers:?}"
+                );
+            }
+            // MySQL takes its root password from the Secret.
+            let mysql = find(&r, "Deployment", "mysql").expect("mysql");
+            let env = mysql.data["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+            let root = env
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == "MYSQL_ROOT_PASSWORD")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                root["valueFrom"]["secretKeyRef"],
+                json!({"name": stores::DB_SECRET, "key": "password"}),
+                "{version}"
+            );
+            // Argo's artifact repository reads the store's keys from the
+            // Secret by name, and holds none itself.
+            let wf = find(&r, "ConfigMap", WORKFLOW_CONFIG).expect("workflow config");
+            let repo = wf.data["data"]["artifactRepository"]
+                .as_str()
+                .unwrap_or_default();
+            assert_eq!(repo.matches(stores::STORE_SECRET).count(), 2, "{version}");
+        }
+    }
+
+    #[test]
+    fn an_install_that_ran_the_demo_values_keeps_them_unwritten_and_released() {
+        for version in versions() {
+            let r = render_spec(&PipelinesComponent, json!({"version": version}), &demo())
+                .expect("render");
+            assert!(find(&r, "Secret", stores::DB_SECRET).is_none(), "{version}");
+            assert!(
+                find(&r, "Secret", stores::STORE_SECRET).is_none(),
+                "{version}"
+            );
+            // The consumers still read the live Secrets.
+            assert!(readers(&r, stores::DB_SECRET).contains("ml-pipeline"));
+            assert!(readers(&r, stores::STORE_SECRET).contains("ml-pipeline"));
+            assert!(known_secrets::find_empty_passwords(&r.objects).is_empty());
+        }
+        let cr: Pipelines = serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Pipelines",
+            "metadata": {"name": "p", "namespace": "kubeflow"},
+            "spec": {"version": "2.16.1"}}))
+        .expect("cr");
+        let secret: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": stores::DB_SECRET, "namespace": "kubeflow"}}))
+        .expect("secret");
+        let message = PipelinesComponent
+            .release_on_prune(&cr, &secret)
+            .expect("released");
+        assert!(message.contains("docs/security.md"), "{message}");
+        // Only the two Secrets are released.
+        let other: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "other", "namespace": "kubeflow"}}))
+        .expect("secret");
+        assert!(PipelinesComponent.release_on_prune(&cr, &other).is_none());
+    }
+
+    #[test]
+    fn rotated_credentials_are_managed_again_as_they_are() {
+        let mut inputs = demo();
+        inputs.database = Some(map(&[("username", "root"), ("password", "rotated-0123")]));
+        let r = render_spec(&PipelinesComponent, json!({"version": "2.16.1"}), &inputs)
+            .expect("render");
+        let s = find(&r, "Secret", stores::DB_SECRET).expect("managed again");
+        assert_eq!(
+            secrets::decoded(&s.data["data"])["password"],
+            "rotated-0123"
+        );
+        assert!(
+            find(&r, "Secret", stores::STORE_SECRET).is_none(),
+            "still the demo keys"
+        );
+    }
+
+    #[test]
+    fn the_credentials_are_kept_with_the_volumes_unless_the_spec_says_delete() {
+        let r = render_spec(&PipelinesComponent, json!({"version": "2.16.1"}), &fresh())
+            .expect("render");
+        let cr = |policy: Value| -> Pipelines {
+            serde_json::from_value(json!({"apiVersion": "components.kubeflow.org/v1alpha1",
+                "kind": "Pipelines", "metadata": {"name": "p", "namespace": "kubeflow"},
+                "spec": {"version": "2.16.1", "volumePolicy": policy}}))
+            .expect("cr")
+        };
+        let mut kept: Vec<String> = r
+            .objects
+            .iter()
+            .filter(|o| PipelinesComponent.retain(&cr(json!("Retain")), o))
+            .map(|o| format!("{}/{}", kind(o), o.name_any()))
+            .collect();
+        kept.sort();
+        assert_eq!(
+            kept,
+            [
+                "PersistentVolumeClaim/mysql-pv-claim",
+                "PersistentVolumeClaim/seaweedfs-pvc",
+                "Secret/mlpipeline-minio-artifact",
+                "Secret/mysql-secret",
+            ]
+        );
+        assert!(
+            !r.objects
+                .iter()
+                .any(|o| PipelinesComponent.retain(&cr(json!("Delete")), o))
+        );
+    }
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {

@@ -9,9 +9,9 @@ use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::{secrets, transform};
 
 /// The bundle's database credentials Secret, which pods reference.
-const DB_SECRET: &str = "mysql-secret";
+pub const DB_SECRET: &str = "mysql-secret";
 /// The bundle's object store credentials Secret.
-const STORE_SECRET: &str = "mlpipeline-minio-artifact";
+pub const STORE_SECRET: &str = "mlpipeline-minio-artifact";
 /// The ConfigMap holding database and bucket settings.
 const INSTALL_CONFIG: &str = "pipeline-install-config";
 

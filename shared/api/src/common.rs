@@ -419,8 +419,14 @@ pub struct ExternalDatabase {
     /// Which engine the server runs.
     #[serde(default)]
     pub engine: DatabaseEngine,
-    /// Host name of the database server.
-    #[schemars(length(min = 1, max = 253))]
+    /// Host name or IP address of the database server (the port goes in
+    /// `port`).
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(
+            pattern = r"^([A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f:.]+)$"
+        )
+    )]
     pub host: String,
     /// Port of the database server. Default: 3306 for MySQL, 5432 for
     /// PostgreSQL.

@@ -112,8 +112,10 @@ pub struct KubeflowComponents {
     doc = "A Kubeflow installation: the release and the components to run. The kubeflow-meta-operator creates one component resource per entry (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, ModelRegistry, Spark, DevicePlugins) at the release's versions and reports their readiness here.",
     shortname = "kf",
     category = "kubeflow-all",
-    // The release every component has reached; the one asked for in -o wide.
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
+    // The release reached, or the one being installed ("installing 26.03.1")
+    // or upgraded to ("26.03 -> 26.03.1"), so the column is never empty while
+    // the meta-operator works; the one asked for in -o wide.
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.release"),
     printcolumn(
         name = "Requested",
         type_ = "string",
@@ -239,10 +241,16 @@ pub struct ReleasePlan {
     pub from: String,
     /// Release asked for.
     pub to: String,
-    /// The digest `spec.approvedPlan` takes to approve every component's plan.
+    /// The digest `spec.approvedPlan` takes to approve every component's
+    /// plan; empty while `computing` names a component, so that what is
+    /// approved is always the whole release.
     pub digest: String,
     /// Whether the upgrade waits for `spec.approvedPlan`.
     pub awaiting_approval: bool,
+    /// Components that move in this upgrade but have not published their
+    /// plan yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub computing: Vec<String>,
     /// Each component's plan in brief (the whole plan is in the component
     /// CR's `status.upgradePlan`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -282,6 +290,10 @@ pub struct KubeflowStatus {
     /// The release every component has reached (set once all are Ready at it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// What the VERSION column shows: the release reached; while installing,
+    /// "installing <release>"; while upgrading, "<from> -> <to>".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
     /// The platform resolved from spec.platform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,

@@ -96,6 +96,9 @@ reasons! {
     /// An override names an object the bundle does not hold at this
     /// version, or its patch does not apply to that object.
     OverrideNotApplicable,
+    /// An object would hold a secret upstream's bundles publish (a demo
+    /// password, key or hash), put there by an override or the component.
+    KnownSecret,
 }
 
 impl std::fmt::Display for Reason {

@@ -37,6 +37,7 @@ mod tests {
         ("images", 1),
         ("images_in_bundles", 1),
         ("overrides", 1),
+        ("known_secrets", 1),
         ("certs", 1),
         ("secrets", 1),
         ("openshift", 1),

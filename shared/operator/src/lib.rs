@@ -22,6 +22,7 @@ pub mod images;
 mod images_in_bundles;
 pub mod inventory;
 pub mod kinds;
+pub mod known_secrets;
 pub mod labels;
 mod layers;
 pub mod live_index;

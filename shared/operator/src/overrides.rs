@@ -98,14 +98,7 @@ pub fn apply(
         let matches: Vec<usize> = objects
             .iter()
             .enumerate()
-            .filter(|(_, obj)| {
-                obj.types.as_ref().map(|t| t.kind.as_str()) == Some(o.target.kind.as_str())
-                    && obj.metadata.name.as_deref() == Some(o.target.name.as_str())
-                    && o.target
-                        .namespace
-                        .as_ref()
-                        .is_none_or(|ns| obj.metadata.namespace.as_ref() == Some(ns))
-            })
+            .filter(|(_, obj)| targets(o, obj))
             .map(|(n, _)| n)
             .collect();
         let index = match matches.as_slice() {
@@ -146,6 +139,34 @@ pub fn apply(
             .map_err(|e| misfit(format!("the patched object is not an object: {e}")))?;
     }
     Ok(())
+}
+
+/// Whether override `o` patches `obj`.
+fn targets(o: &Override, obj: &DynamicObject) -> bool {
+    obj.types.as_ref().map(|t| t.kind.as_str()) == Some(o.target.kind.as_str())
+        && obj.metadata.name.as_deref() == Some(o.target.name.as_str())
+        && o.target
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| obj.metadata.namespace.as_ref() == Some(ns))
+}
+
+/// The overrides that patch `obj`, named as [`apply`] names them in a
+/// refusal (`spec.overrides[2] (Secret name)`); `lists`: each list with
+/// the field it comes from.
+pub fn targeting(obj: &DynamicObject, lists: &[(&str, &[Override])]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (field, list) in lists {
+        for (i, o) in list.iter().enumerate() {
+            if targets(o, obj) {
+                out.push(format!(
+                    "{field}[{i}] ({} {})",
+                    o.target.kind, o.target.name
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The paths an override writes: a JSON patch's `path` (and `from` of a

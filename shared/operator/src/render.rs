@@ -37,6 +37,9 @@ pub fn apply_common(
     }
     transform::set_namespace(objects, placement.target, placement.from_namespaces);
     transform::drop_categories(objects, project_kind_names());
+    // Every bundled database gets a generated password: none may start
+    // without one (see docs/security.md).
+    transform::drop_allow_empty_password(objects);
     // The mirror first: per-container overrides win over it.
     if let Some(registry) = &common.image_registry {
         crate::images::check_registry("spec.imageRegistry", registry)

@@ -291,6 +291,42 @@ pub fn remove(objects: &mut Vec<DynamicObject>, drop: impl Fn(&DynamicObject) ->
     objects.retain(|o| !drop(o));
 }
 
+/// Whether a variable or ConfigMap key lets a database start with no
+/// password (MySQL's `MYSQL_ALLOW_EMPTY_PASSWORD`, MariaDB's `MARIADB_...`).
+pub fn allows_empty_password(name: &str) -> bool {
+    name.to_ascii_uppercase().ends_with("ALLOW_EMPTY_PASSWORD")
+}
+
+/// Removes every `*ALLOW_EMPTY_PASSWORD` variable from every container and
+/// every such key from every ConfigMap (one a workload takes as `envFrom`).
+/// Upstream's databases set it beside a root password (Katib, the Model
+/// Registry) or instead of one (Pipelines); every bundled database the
+/// operators install gets a generated password, so no database is ever
+/// allowed to come up without one (the image only reads it when it
+/// initialises an empty volume: a running database is unaffected).
+pub fn drop_allow_empty_password(objects: &mut [DynamicObject]) {
+    for obj in objects.iter_mut() {
+        if kind(obj) == "ConfigMap" {
+            if let Some(m) = obj.data.get_mut("data").and_then(Value::as_object_mut) {
+                m.retain(|k, _| !allows_empty_password(k));
+            }
+            continue;
+        }
+        let Some(pod) = pod_spec_mut(obj) else {
+            continue;
+        };
+        for c in containers_mut(pod) {
+            if let Some(Value::Array(env)) = c.get_mut("env") {
+                env.retain(|e| {
+                    e.get("name")
+                        .and_then(Value::as_str)
+                        .is_none_or(|n| !allows_empty_password(n))
+                });
+            }
+        }
+    }
+}
+
 /// Rewrites host names `<service>.<from>` in container env values and
 /// ConfigMap data (where bundles write them as plain strings) to `<service>.<to>`,
 /// for every Service of the bundle that moved. kustomize leaves these alone.

@@ -68,6 +68,51 @@ pub fn is_dns_label(name: &str) -> bool {
     name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
 }
 
+/// Whether `name` is a domain name as DNS defines it: dot-separated labels
+/// of lowercase letters, digits and '-' (not at either end), each at most
+/// 63 characters, at most 253 in all. Stricter than a DNS subdomain, whose
+/// parts Kubernetes lets be longer: a longer label is no host name.
+pub fn is_domain_name(name: &str) -> bool {
+    is_dns_subdomain(name) && name.split('.').all(is_dns_label)
+}
+
+/// Whether `host` is a server's address to connect to: an IPv4 or IPv6
+/// address, or a host name (a domain name, letters of either case). No
+/// port, scheme, path, space or quote: the value is written into
+/// environment variables and connection strings as is.
+pub fn is_host(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok() || is_domain_name(&host.to_ascii_lowercase())
+}
+
+/// Why `host` (the field `field`) is not a server's address, if it is not.
+pub fn host(field: &str, host: &str) -> Result<(), String> {
+    if is_host(host) {
+        return Ok(());
+    }
+    let quoted = crate::conditions::truncate(host, 256);
+    let port_too = host
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| is_host(h) && p.parse::<u16>().is_ok());
+    Err(if port_too {
+        format!("{field}: {quoted:?} has a port; give the host alone and the port in its own field")
+    } else {
+        format!(
+            "{field}: {quoted:?} is not a host name or IP address (labels of letters, digits and '-', at most 63 each and 253 in all; or an IPv4 or IPv6 address)"
+        )
+    })
+}
+
+/// Whether `name` is one Kubernetes keeps for itself (`system:...`): its
+/// components, every ServiceAccount (`system:serviceaccount:...`), the
+/// groups of all of them (`system:serviceaccounts`), of everyone signed in
+/// (`system:authenticated`) and of anonymous requests (`system:anonymous`,
+/// `system:unauthenticated`). A profile that names one as a person gives a
+/// namespace to a program or to anyone. Case and surrounding spaces are
+/// ignored: such a name is never a person's either.
+pub fn is_kubernetes_identity(name: &str) -> bool {
+    name.trim().to_ascii_lowercase().starts_with("system:")
+}
+
 /// `local@domain.tld` without spaces or control characters: what an identity
 /// provider reports as a person's email, and the web apps as a user.
 pub fn is_email(s: &str) -> bool {
@@ -104,6 +149,55 @@ mod tests {
         for bad in ["Team", "team.a", "-a", &"a".repeat(64)] {
             assert!(!is_dns_label(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn domain_names_hosts_and_kubernetes_identities() {
+        let label = "a".repeat(63);
+        assert!(is_domain_name(&format!("{label}.example.com")));
+        for bad in [
+            format!("{label}a.example.com"),
+            "Example.com".to_string(),
+            "a..b".to_string(),
+            format!("{}.com", ["a"; 126].join(".")),
+        ] {
+            assert!(!is_domain_name(&bad), "{bad}");
+        }
+        for ok in [
+            "db",
+            "mysql.kubeflow.svc.cluster.local",
+            "DB.Example.com",
+            "10.0.0.7",
+            "fd00::1",
+        ] {
+            assert!(host("spec.database.external.host", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "db;rm -rf /",
+            "db\nX: y",
+            "db?sslmode=disable",
+            "user@db",
+            "db/other",
+            "db example",
+            "\"db\"",
+            "",
+            "-db",
+        ] {
+            let e = host("spec.database.external.host", bad).expect_err(bad);
+            assert!(e.starts_with("spec.database.external.host: "), "{e}");
+        }
+        let e = host("h", "db.example:3306").expect_err("a port");
+        assert!(e.contains("port in its own field"), "{e}");
+        for name in [
+            "system:anonymous",
+            "system:serviceaccount:kubeflow:default",
+            "System:Unauthenticated",
+            " system:authenticated",
+        ] {
+            assert!(is_kubernetes_identity(name), "{name}");
+        }
+        assert!(!is_kubernetes_identity("jane@example.com"));
+        assert!(!is_kubernetes_identity("ml-team"));
     }
 
     #[test]

@@ -21,7 +21,12 @@ pub struct DeclaredProfile {
     #[schemars(length(min = 1, max = 63))]
     pub name: String,
     /// The owner's email: administers the namespace (`kubeflow-admin`).
-    #[schemars(length(min = 3, max = 254))]
+    /// Never a name Kubernetes keeps for itself (`system:...`).
+    #[schemars(
+        length(min = 3, max = 254),
+        regex(pattern = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
+        extend("x-kubernetes-validations" = [{"rule": "!self.startsWith('system:')", "message": "a name Kubernetes keeps for itself (system:...) is no person's email"}])
+    )]
     pub owner: String,
     /// The namespace's resource quota (`hard` limits, e.g. {"cpu": "32",
     /// "requests.nvidia.com/gpu": "4"}); none when not set.
@@ -41,14 +46,23 @@ pub struct DeclaredProfile {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Contributor {
-    /// A person's email (the login's `kubeflow-userid`).
+    /// A person's email (the login's `kubeflow-userid`). Never a name
+    /// Kubernetes keeps for itself (`system:...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 3, max = 254))]
+    #[schemars(
+        length(min = 3, max = 254),
+        regex(pattern = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
+        extend("x-kubernetes-validations" = [{"rule": "!self.startsWith('system:')", "message": "a name Kubernetes keeps for itself (system:...) is no person's email"}])
+    )]
     pub user: Option<String>,
     /// A group of the identity provider, as the login token's `groups`
-    /// claim names it.
+    /// claim names it. Never one of Kubernetes' own (`system:...`: all
+    /// ServiceAccounts, anonymous or all signed-in requests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(
+        length(min = 1, max = 253),
+        extend("x-kubernetes-validations" = [{"rule": "!self.startsWith('system:')", "message": "Kubernetes' own groups (system:...) are no group of the identity provider"}])
+    )]
     pub group: Option<String>,
     /// What they may do there.
     pub role: ContributorRole,

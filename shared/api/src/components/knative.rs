@@ -19,12 +19,12 @@ component_crd! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub eventing: Option<bool>,
         /// The domain Knative Services' URLs are made under
-        /// (`<service>.<namespace>.<domain>`). Default: the release's
-        /// (example.com).
+        /// (`<service>.<namespace>.<domain>`): a DNS name, each label at most
+        /// 63 characters. Default: the release's (example.com).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(
             length(min = 1, max = 253),
-            regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+            regex(pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
         )]
         pub domain: Option<String>,
         /// The networking layer Knative Services are exposed through.

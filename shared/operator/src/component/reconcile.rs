@@ -356,6 +356,9 @@ async fn render_with<C: Component>(
     // The user's patches, after the component's own settings and before the
     // digests are pinned (an image an override sets is pinned too): the
     // resource's own, then its ConfigMap's.
+    // The ConfigMap's overrides and the field that names them, kept for
+    // the known-secret check, which names the override that put one back.
+    let mut from_config_map: Option<(String, Vec<kubeflow_api::Override>)> = None;
     if with_overrides {
         crate::overrides::apply(
             &mut rendered.objects,
@@ -376,14 +379,22 @@ async fn render_with<C: Component>(
                 "overrides",
                 missing,
             )?;
-            crate::overrides::apply(
-                &mut rendered.objects,
-                &listed,
-                &format!("spec.overridesConfigMap {ns}/{name}: overrides"),
-                &rendered.version,
-            )?;
+            let field = format!("spec.overridesConfigMap {ns}/{name}: overrides");
+            crate::overrides::apply(&mut rendered.objects, &listed, &field, &rendered.version)?;
+            from_config_map = Some((field, listed));
         }
     }
+    // Over the final objects, after every override: an override may put
+    // back a secret the component's own settings replaced (a demo user,
+    // the demo cookie secret, a demo database password).
+    let mut lists: Vec<(&str, &[kubeflow_api::Override])> = Vec::new();
+    if with_overrides {
+        lists.push(("spec.overrides", cr.common().overrides.as_slice()));
+    }
+    if let Some((field, listed)) = &from_config_map {
+        lists.push((field.as_str(), listed.as_slice()));
+    }
+    crate::known_secrets::refuse(&rendered.objects, &lists)?;
     if let Some(name) = &cr.common().image_digests {
         let key = (
             ns.as_str(),
@@ -539,6 +550,7 @@ fn pin_digests(
 
 /// Applies the rendered objects as the CR's inventory.
 async fn apply_rendered<C: Component>(
+    refused: &[crate::scope::Refused],
     cr: &C::Resource,
     ctx: &Context<C>,
     objects: Vec<DynamicObject>,
@@ -557,7 +569,6 @@ async fn apply_rendered<C: Component>(
     };
     let release = |o: &DynamicObject| ctx.component.release_on_prune(cr, o);
     let request = ApplyRequest {
-    refused: &[crate::scope::Refused],
         inventory: &inv,
         parent_resource: &parent_resource,
         parent_annotations: cr.meta().annotations.as_ref().unwrap_or(&empty),

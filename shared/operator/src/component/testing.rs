@@ -67,6 +67,50 @@ pub fn assert_permitted<C: Component>(
     assert!(!specs.is_empty(), "no bundles in {}", dir.display());
     let gaps = permission_gaps(component, &dir, &specs);
     assert!(gaps.is_empty(), "the operator's role lacks: {gaps:#?}");
+    // The same renders, every version and platform of every operator: no
+    // secret upstream publishes and no empty password (the one check over
+    // all components' rendered objects; docs/security.md).
+    let known = known_credentials(component, &dir, &specs);
+    assert!(
+        known.is_empty(),
+        "the render holds a known credential: {known:#?}"
+    );
+}
+
+/// Every secret upstream's bundles publish and every empty password
+/// (`known_secrets::find`, `known_secrets::find_empty_passwords`) in what
+/// the component renders for each of `specs`, on plain Kubernetes and on
+/// OpenShift, without a cluster (so with no kept or generated secret: a
+/// component leaves such a Secret out rather than write the demo one).
+pub fn known_credentials<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    specs: &[Value],
+) -> Vec<String> {
+    let bundles = BundleCache::default();
+    let mut out = Vec::new();
+    for spec in specs {
+        let Ok(cr) = serde_json::from_value::<C::Resource>(serde_json::json!({
+            "apiVersion": C::Resource::api_version(&()),
+            "kind": C::Resource::kind(&()),
+            "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+            "spec": spec,
+        })) else {
+            continue;
+        };
+        for platform in [Platform::Kubernetes, Platform::OpenShift] {
+            let ctx = RenderContext::of(&cr, manifests_dir, &bundles, platform);
+            if let Ok(r) = component.render(&cr, &ctx, &C::Inputs::default()) {
+                out.extend(
+                    crate::known_secrets::find(&r.objects)
+                        .into_iter()
+                        .chain(crate::known_secrets::find_empty_passwords(&r.objects))
+                        .map(|f| format!("{spec} on {platform:?}: {f}")),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// `{"version": v}` for every version of a bundle folder.

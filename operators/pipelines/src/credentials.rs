@@ -1,0 +1,187 @@
+//! The bundled database's root password and the bundled object store's
+//! keys: generated on the first install and kept in the bundle's own
+//! Secrets (`mysql-secret`, `mlpipeline-minio-artifact`), which every
+//! consumer already reads, never upstream's demo values (an empty root
+//! password, `minio` / `minio123`).
+//!
+//! An install an older operator made holds the demo values, and MySQL's
+//! and the object store's data were initialised with them: writing new
+//! ones would lock every component out of its data. Such a Secret is kept
+//! as it is and no longer written (a prune releases it, with a Warning
+//! Event and an entry in `status.released` saying how to rotate); once a
+//! person has rotated the credentials, the Secret is managed again.
+
+use std::collections::BTreeMap;
+
+use kubeflow_operator::component::DereferenceError;
+use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::Client;
+use kubeflow_operator::kube::api::DynamicObject;
+use kubeflow_operator::serde_json::json;
+use kubeflow_operator::{known_secrets, secrets, transform};
+
+use crate::stores::{DB_SECRET, STORE_SECRET};
+
+/// The database Secret's keys.
+const DB_USER: &str = "username";
+const DB_PASSWORD: &str = "password";
+/// The object store Secret's keys.
+const ACCESS_KEY: &str = "accesskey";
+const SECRET_KEY: &str = "secretkey";
+/// Random bytes of the root password (hex: 48 characters).
+const PASSWORD_BYTES: usize = 24;
+/// Random bytes of the access key: 20 hex characters, the most MinIO (the
+/// store up to 2.5) takes for an access key.
+const ACCESS_KEY_BYTES: usize = 10;
+/// Random bytes of the secret key: 40 hex characters (160 bits), the most
+/// MinIO takes for a secret key.
+const SECRET_KEY_BYTES: usize = 20;
+/// The bundled database's workload, which reads its root password from the
+/// Secret when it initialises an empty volume.
+const DATABASE: &str = "mysql";
+
+/// What the two Secrets hold: kept from an earlier pass, or new.
+#[derive(Default, Clone)]
+pub struct Credentials {
+    /// `mysql-secret`'s data; None with an external database.
+    pub database: Option<BTreeMap<String, String>>,
+    /// `mlpipeline-minio-artifact`'s data; None with an external store.
+    pub store: Option<BTreeMap<String, String>>,
+}
+
+/// The Secret's values as they are when it exists (an empty or demo value
+/// included: the data was initialised with it), the keys it lacks
+/// generated; all of them new when it does not (the first install).
+async fn kept_or_new(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    keys: &[(&str, Option<&str>, usize)],
+) -> Result<BTreeMap<String, String>, DereferenceError> {
+    let mut data = secrets::read(client, ns, name)
+        .await
+        .map_err(|e| DereferenceError::Api("read a Pipelines credentials Secret", e))?
+        .unwrap_or_default();
+    for (key, fixed, bytes) in keys {
+        if !data.contains_key(*key) {
+            let value = match fixed {
+                Some(v) => (*v).to_string(),
+                None => secrets::random_hex(*bytes)?,
+            };
+            data.insert((*key).to_string(), value);
+        }
+    }
+    Ok(data)
+}
+
+/// The database's credentials (the user stays upstream's `root`).
+pub async fn database(
+    client: &Client,
+    ns: &str,
+) -> Result<BTreeMap<String, String>, DereferenceError> {
+    kept_or_new(
+        client,
+        ns,
+        DB_SECRET,
+        &[
+            (DB_USER, Some("root"), 0),
+            (DB_PASSWORD, None, PASSWORD_BYTES),
+        ],
+    )
+    .await
+}
+
+/// The object store's keys.
+pub async fn store(
+    client: &Client,
+    ns: &str,
+) -> Result<BTreeMap<String, String>, DereferenceError> {
+    kept_or_new(
+        client,
+        ns,
+        STORE_SECRET,
+        &[
+            (ACCESS_KEY, None, ACCESS_KEY_BYTES),
+            (SECRET_KEY, None, SECRET_KEY_BYTES),
+        ],
+    )
+    .await
+}
+
+/// Writes the credentials into the bundle's Secrets, and has MySQL take its
+/// root password from its Secret (upstream's starts it with none). A Secret
+/// whose values are upstream's (kept from an install an older operator
+/// made) is left out: it stays as it is on the cluster, released. Without
+/// credentials (a render without the cluster) both Secrets are left out.
+pub fn set(objects: &mut Vec<DynamicObject>, c: &Credentials) {
+    for (name, data) in [(DB_SECRET, &c.database), (STORE_SECRET, &c.store)] {
+        if let Some(d) = data {
+            for o in objects
+                .iter_mut()
+                .filter(|o| kind(o) == "Secret" && o.metadata.name.as_deref() == Some(name))
+            {
+                if let Some(m) = o.data.as_object_mut() {
+                    m.remove("stringData");
+                }
+                o.data["data"] = secrets::data(d.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            }
+        }
+        transform::remove(objects, |o| {
+            kind(o) == "Secret"
+                && o.metadata.name.as_deref() == Some(name)
+                && (data.is_none() || holds_known(o))
+        });
+    }
+    for d in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(DATABASE))
+    {
+        let Some(pod) = transform::pod_spec_mut(d) else {
+            continue;
+        };
+        for c in pod["containers"].as_array_mut().into_iter().flatten() {
+            transform::set_container_env(
+                c,
+                &[
+                    json!({"name": "MYSQL_ROOT_PASSWORD", "valueFrom": {"secretKeyRef":
+                    {"name": DB_SECRET, "key": DB_PASSWORD}}}),
+                ],
+            );
+        }
+    }
+}
+
+/// Whether a Secret holds a value upstream publishes or an empty password.
+pub fn holds_known(o: &DynamicObject) -> bool {
+    let one = std::slice::from_ref(o);
+    !known_secrets::find(one).is_empty() || !known_secrets::find_empty_passwords(one).is_empty()
+}
+
+/// Whether an object is one of the two credentials Secrets.
+pub fn is_credentials_secret(o: &DynamicObject) -> bool {
+    kind(o) == "Secret" && matches!(o.metadata.name.as_deref(), Some(DB_SECRET | STORE_SECRET))
+}
+
+/// What a release of a credentials Secret says: why it is kept, and how
+/// to rotate. `external`: the spec moved to an external database or store.
+pub fn release_message(name: &str, external: bool) -> String {
+    let (what, volume) = if name == DB_SECRET {
+        ("database's root password", "mysql-pv-claim")
+    } else {
+        ("object store's keys", "the object store's volume")
+    };
+    if external {
+        format!(
+            "Pipelines no longer uses its bundled {}; this Secret opens the data kept on {volume}: delete it with that volume",
+            if name == DB_SECRET {
+                "database"
+            } else {
+                "object store"
+            }
+        )
+    } else {
+        format!(
+            "holds upstream's demo {what} (a value anyone can look up), kept from an install an older operator made because the data was initialised with it; the operator no longer writes it: rotate it as docs/security.md (Pipelines' credentials) says, and it is managed again"
+        )
+    }
+}
