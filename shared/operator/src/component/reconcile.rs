@@ -410,10 +410,6 @@ async fn render_with<C: Component>(
         )?;
         pin_digests(&ns, name, &digests, &mut rendered.objects)?;
     }
-    let outside = ctx.scope.outside(&rendered.objects);
-    if !outside.is_empty() {
-        return Err(Refusal::new(Reason::NamespaceNotAllowed, ctx.scope.refusal(&outside)).into());
-    }
     Ok(rendered)
 }
 
