@@ -546,11 +546,11 @@ fn pin_digests(
 
 /// Applies the rendered objects as the CR's inventory.
 async fn apply_rendered<C: Component>(
-    refused: &[crate::scope::Refused],
     cr: &C::Resource,
     ctx: &Context<C>,
     objects: Vec<DynamicObject>,
     version: &str,
+    refused: &[crate::scope::Refused],
 ) -> Result<ApplyOutcome, Failure> {
     let inv = inventory_of(cr);
     let parent_resource = ApiResource::erase::<C::Resource>(&());
