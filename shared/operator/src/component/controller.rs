@@ -95,6 +95,7 @@ impl<C: Component> Reconciler for Context<C> {
     /// the allowed namespaces): there the status alone says it.
     fn may_publish(&self, cr: &C::Resource) -> bool {
         self.scope.allows(&cr.namespace().unwrap_or_default())
+    }
 
     /// Outside the allowed namespaces nothing is applied: a CR there that
     /// lists no applied kinds has nothing to clean up.
@@ -104,7 +105,6 @@ impl<C: Component> Reconciler for Context<C> {
                 cr.annotations().get(labels::APPLYSET_GROUP_KINDS),
             )
             .is_empty()
-    }
     }
 }
 

@@ -140,7 +140,6 @@ pub trait Reconciler: Send + Sync + 'static {
     fn may_publish(&self, _cr: &Self::Resource) -> bool {
         true
     }
-}
 
     /// Whether the CR is refused before anything is written and nothing was
     /// ever applied for it: it then carries no finalizer, so deleting it
@@ -148,6 +147,7 @@ pub trait Reconciler: Send + Sync + 'static {
     fn holds_nothing(&self, _cr: &Self::Resource) -> bool {
         false
     }
+}
 
 /// A reconciler with what the skeleton remembers of each CR.
 pub struct Skeleton<R: Reconciler> {
@@ -208,13 +208,13 @@ impl<R: Reconciler> Skeleton<R> {
             kind = %R::Resource::kind(&()),
             object = %format!("{ns}/{}", cr.name_any())
         );
-        let reported = cr.clone();
         if self.reconciler.holds_nothing(&cr) {
             let result =
                 tracing::Instrument::instrument(self.without_finalizer(&api, cr), span).await;
             self.timed(started);
             return result;
         }
+        let reported = cr.clone();
         let result = tracing::Instrument::instrument(
             async {
                 let failure = match finalizer(&api, R::FINALIZER, cr, |event| async {
@@ -262,7 +262,6 @@ impl<R: Reconciler> Skeleton<R> {
         result
     }
 
-    async fn apply(&self, cr: &R::Resource) -> Result<Action, Failure> {
     fn timed(&self, started: Instant) {
         self.tools()
             .metrics
@@ -315,6 +314,7 @@ impl<R: Reconciler> Skeleton<R> {
         self.apply(&cr).await
     }
 
+    async fn apply(&self, cr: &R::Resource) -> Result<Action, Failure> {
         let key = ObjectRef::from_obj(cr);
         let old = cr.reported().cloned().unwrap_or_default();
         let mut status = old.clone();
