@@ -106,6 +106,11 @@ impl Demo {
         stdout
     }
 
+    /// The first of the operators' metrics ports.
+    pub fn port_base(&self) -> u16 {
+        self.port_base
+    }
+
     /// `e2e/demo wait` with a stall window of `stall_secs`: whether the
     /// Kubeflow resource became Ready, and what the script printed (both
     /// streams: the reasons for a stall go to standard error).

@@ -231,15 +231,49 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         printed.contains(last.trim()),
         "its log's last line is not shown:\n{printed}"
     );
-    demo.start();
-    merge(
-        &trainers,
-        "kubeflow",
-        json!({"spec": {"controller": {"trainJobConcurrency": null}}}),
-    )
-    .await;
-    let (ready, printed) = demo.wait(120);
+    // Slow but moving: the trainer's resource changes every 4 s for 28 s,
+    // longer than a 10 s stall window, then its operator comes back. The
+    // wait keeps going as long as something moves, and succeeds.
+    let (state, port_base) = (demo.state.clone(), demo.port_base());
+    let mover = std::thread::spawn(move || {
+        let patch = |value: &str| {
+            tool_ok(
+                "kubectl",
+                &[
+                    "-n",
+                    KUBEFLOW_NAMESPACE,
+                    "patch",
+                    "trainer.components.kubeflow.org",
+                    "kubeflow",
+                    "--type",
+                    "merge",
+                    "-p",
+                    &format!(r#"{{"spec":{{"controller":{{"trainJobConcurrency":{value}}}}}}}"#),
+                ],
+            )
+        };
+        for n in 8..15 {
+            patch(&n.to_string());
+            std::thread::sleep(Duration::from_secs(4));
+        }
+        patch("null");
+        let out = std::process::Command::new(kubeflow_e2e::repo_root().join("e2e/demo"))
+            .arg("start")
+            .env("KUBEFLOW_DEMO_STATE", &state)
+            .env("KUBEFLOW_DEMO_PORT_BASE", port_base.to_string())
+            .env("MANIFESTS_DIR", kubeflow_e2e::manifests_dir())
+            .output()
+            .expect("e2e/demo start");
+        assert!(out.status.success(), "e2e/demo start: {out:?}");
+    });
+    let started = std::time::Instant::now();
+    let (ready, printed) = demo.wait(10);
+    mover.join().expect("the mover");
     assert!(ready, "the wait failed with the trainer back:\n{printed}");
+    assert!(
+        started.elapsed() > Duration::from_secs(25),
+        "the wait ended before the trainer came back:\n{printed}"
+    );
 
     // The upgrade as the docs give it: the user sees the new release.
     let shown = demo.upgrade("26.03.1");
