@@ -72,7 +72,85 @@ pub const KNOWN: &[KnownSecret] = &[
         what: "the demo PostgreSQL password of the Model Registry's catalog",
         form: Form::Password,
     },
+    KnownSecret {
+        value: "minio123",
+        what: "the demo secret key of Pipelines' object store (upstream's `mlpipeline-minio-artifact`)",
+        form: Form::Password,
+    },
+    KnownSecret {
+        value: "minio",
+        what: "the demo access key of Pipelines' object store (upstream's `mlpipeline-minio-artifact`)",
+        form: Form::Password,
+    },
 ];
+
+/// Empty passwords and `*ALLOW_EMPTY_PASSWORD` settings in `objects`: a
+/// Secret key or a literal environment variable whose name says password
+/// with an empty value, and any variable or ConfigMap key that lets a
+/// database start without one. What a render must never hold beside the
+/// published values [`find`] looks for (a database with no password is as
+/// open as one with a published password).
+pub fn find_empty_passwords(objects: &[DynamicObject]) -> Vec<Found> {
+    const EMPTY: &str = "an empty password";
+    const ALLOW: &str = "a setting that lets a database start with no password";
+    let is_password = |n: &str| {
+        let n = n.to_ascii_lowercase();
+        n.contains("password") || n.contains("passwd")
+    };
+    let mut out = Vec::new();
+    for o in objects {
+        let object = object_name(o);
+        let kind = o.types.as_ref().map_or("", |t| t.kind.as_str());
+        let mut hit = |field: String, what: &'static str| {
+            out.push(Found {
+                object: object.clone(),
+                field,
+                what,
+            })
+        };
+        if kind == "Secret" {
+            let plain = o.data["stringData"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (format!("stringData.{k}"), k.clone(), v.as_str() == Some("")));
+            let data = o.data["data"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (format!("data.{k}"), k.clone(), v.as_str() == Some("")));
+            for (field, key, empty) in plain.chain(data) {
+                if empty && is_password(&key) {
+                    hit(field, EMPTY);
+                }
+            }
+        }
+        if kind == "ConfigMap" {
+            for (k, _) in o.data["data"].as_object().into_iter().flatten() {
+                if crate::transform::allows_empty_password(k) {
+                    hit(format!("data.{k}"), ALLOW);
+                }
+            }
+        }
+        let mut strings = Vec::new();
+        walk(&o.data, String::new(), false, &mut strings);
+        for (field, text, _) in strings {
+            // `...env[NAME].value`: a literal variable.
+            let Some(name) = field
+                .strip_suffix("].value")
+                .and_then(|f| f.rsplit_once("env[").map(|(_, n)| n))
+            else {
+                continue;
+            };
+            if crate::transform::allows_empty_password(name) {
+                hit(field, ALLOW);
+            } else if text.is_empty() && is_password(name) {
+                hit(field, EMPTY);
+            }
+        }
+    }
+    out
+}
 
 /// A known secret in an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -378,5 +456,84 @@ mod tests {
         let r = refuse(&objects, &[]).expect_err("refused");
         assert!(r.message.starts_with("Secret kubeflow/s"), "{}", r.message);
         assert!(refuse(&[secret(json!({"MYSQL_ROOT_PASSWORD": b64("x9")}))], &[]).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod empty_password_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(v: Value) -> DynamicObject {
+        serde_json::from_value(v).expect("object")
+    }
+
+    #[test]
+    fn empty_passwords_and_allow_empty_settings_are_found_a_reference_is_not() {
+        let secret = object(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "mysql-secret", "namespace": "kubeflow"},
+            "stringData": {"password": "", "username": ""}}));
+        let d = object(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "mysql", "namespace": "kubeflow"},
+            "spec": {"template": {"spec": {"containers": [{"name": "mysql",
+                "env": [{"name": "MYSQL_ALLOW_EMPTY_PASSWORD", "value": "true"},
+                        {"name": "DB_PASSWORD", "value": ""},
+                        {"name": "MYSQL_ROOT_PASSWORD", "valueFrom": {"secretKeyRef":
+                            {"name": "mysql-secret", "key": "password"}}}]}]}}}}));
+        let cm = object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "db", "namespace": "kubeflow"},
+            "data": {"MYSQL_ALLOW_EMPTY_PASSWORD": "true", "MYSQL_DATABASE": ""}}));
+        let found: Vec<String> = find_empty_passwords(&[secret, d, cm])
+            .iter()
+            .map(|f| format!("{} {}", f.object, f.field))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "Secret kubeflow/mysql-secret stringData.password",
+                "Deployment kubeflow/mysql spec.template.spec.containers[0].env[MYSQL_ALLOW_EMPTY_PASSWORD].value",
+                "Deployment kubeflow/mysql spec.template.spec.containers[0].env[DB_PASSWORD].value",
+                "ConfigMap kubeflow/db data.MYSQL_ALLOW_EMPTY_PASSWORD",
+            ]
+        );
+    }
+
+    /// The check bites on what upstream ships: every Pipelines bundle's
+    /// demo keys and empty root password, Katib's and the Model Registry
+    /// v0.3.7's `MYSQL_ALLOW_EMPTY_PASSWORD`, which the shared render step
+    /// then drops.
+    #[test]
+    fn the_raw_bundles_hold_what_the_renders_must_not() {
+        let root =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
+        let root = std::env::var_os("MANIFESTS_DIR").map_or(root, std::path::PathBuf::from);
+        for (folder, version) in [
+            ("pipelines", "2.5.0"),
+            ("pipelines", "2.16.1"),
+            ("katib", "v0.19.0"),
+            ("model-registry", "v0.3.7"),
+        ] {
+            let mut objects = crate::bundle::load(&root, folder, version)
+                .expect("bundle")
+                .objects();
+            assert!(!find(&objects).is_empty(), "{folder}/{version}");
+            let allow = |o: &[DynamicObject]| {
+                find_empty_passwords(o)
+                    .iter()
+                    .filter(|f| f.field.contains("ALLOW_EMPTY_PASSWORD"))
+                    .count()
+            };
+            assert!(allow(&objects) > 0, "{folder}/{version}");
+            crate::transform::drop_allow_empty_password(&mut objects);
+            assert_eq!(allow(&objects), 0, "{folder}/{version}");
+        }
+    }
+
+    #[test]
+    fn pipelines_demo_object_store_keys_are_known() {
+        let s = object(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "mlpipeline-minio-artifact", "namespace": "kubeflow"},
+            "stringData": {"accesskey": "minio", "secretkey": "minio123"}}));
+        assert_eq!(find(&[s]).len(), 2);
     }
 }
