@@ -432,3 +432,95 @@ async fn a_namespace_whose_pod_security_would_refuse_the_pods_is_named_first() {
     let admitted = pods.list(&ListParams::default()).await.expect("pods").items;
     assert!(!admitted.is_empty(), "no pod was admitted at baseline");
 }
+
+/// Names that are no person's, hosts and domains that are more than a
+/// name, a list over its bound: refused by the schema, naming the field.
+/// A published secret an override puts back: refused by the operator after
+/// the overrides, at the resource's generation, naming the override, the
+/// object and the field, with nothing written.
+#[tokio::test]
+async fn no_person_no_host_and_no_known_secret_gets_through() {
+    let (client, _g) = kubeflow_e2e::component::prepare(
+        &["Katib", "Dashboard", "Knative"],
+        &["katib", "dashboard", "knative"],
+    )
+    .await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
+    kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
+        .await;
+    let ns = TestNamespace::new(&client, "people").await;
+    let dashboard = |profiles: &str| {
+        format!(
+            "apiVersion: components.kubeflow.org/v1alpha1\nkind: Dashboard\nmetadata: {{name: people}}\nspec:\n  version: v2.0.0\n  profiles: {profiles}\n"
+        )
+    };
+    for (profiles, field) in [
+        (
+            "[{name: team-a, owner: \"system:serviceaccount:kubeflow:default@x.io\"}]",
+            "spec.profiles[0].owner",
+        ),
+        (
+            "[{name: team-a, owner: jane@example.com, contributors: [{user: \"system:anonymous@x.io\", role: view}]}]",
+            "spec.profiles[0].contributors[0].user",
+        ),
+        (
+            "[{name: team-a, owner: jane@example.com, contributors: [{group: \"system:unauthenticated\", role: view}]}]",
+            "spec.profiles[0].contributors[0].group",
+        ),
+    ] {
+        let msg = refused_by_schema(&ns.name, &dashboard(profiles));
+        assert!(msg.contains(field), "{field}: {msg}");
+    }
+    let many: Vec<String> = (0..1001)
+        .map(|i| format!("{{name: t{i}, owner: a{i}@example.com}}"))
+        .collect();
+    let msg = refused_by_schema(&ns.name, &dashboard(&format!("[{}]", many.join(", "))));
+    assert!(
+        msg.contains("spec.profiles") && msg.contains("1000"),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
+    for host in ["pg.example\\\";DROP", "pg.example:5432", "pg.example\\nX=1"] {
+        let msg = refused_by_schema(
+            &ns.name,
+            &format!(
+                "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {{name: host}}\nspec:\n  version: v0.19.0\n  database: {{external: {{host: \"{host}\", credentialsSecret: db}}}}\n"
+            ),
+        );
+        assert!(msg.contains("spec.database.external.host"), "{host}: {msg}");
+    }
+    let msg = refused_by_schema(
+        &ns.name,
+        &format!(
+            "apiVersion: components.kubeflow.org/v1alpha1\nkind: Knative\nmetadata: {{name: domain}}\nspec: {{version: v1.22.0, domain: {}.example.org}}\n",
+            "a".repeat(64)
+        ),
+    );
+    assert!(msg.contains("spec.domain"), "{msg}");
+
+    // Katib's demo root password, put back by an override on the Secret
+    // the operator generates: refused after the overrides.
+    let _op = OperatorProcess::start("kubeflow-katib-operator", &[]);
+    let katibs = component_api(&client, &ns.name, "Katib");
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  overrides:\n  - target: {kind: Secret, name: katib-mysql-secrets}\n    mergePatch: {data: {MYSQL_ROOT_PASSWORD: dGVzdA==}}\n",
+    )
+    .await;
+    refused(
+        &katibs,
+        "kubeflow",
+        "KnownSecret",
+        "spec.overrides[0] (Secret katib-mysql-secrets): Secret",
+    )
+    .await;
+    let cr = katibs.get("kubeflow").await.expect("katib");
+    let (_, _, message, observed) = condition(&cr, "Degraded").expect("Degraded");
+    assert!(
+        message.contains("data.MYSQL_ROOT_PASSWORD") && !message.contains("dGVzdA"),
+        "{message}"
+    );
+    assert_eq!(observed, cr.metadata.generation, "at its generation");
+    assert_eq!(written(&client, &ns.name, "katib").await, 0);
+}
