@@ -32,6 +32,7 @@ mod tests {
         ("platform", 0),
         ("allocator", 0),
         ("retry", 0),
+        ("errors", 0),
         ("transform", 1),
         ("validate", 1),
         ("images", 1),

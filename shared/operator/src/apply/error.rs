@@ -36,7 +36,7 @@ pub enum ApplyError {
         message: String,
     },
     /// A request failed.
-    #[error("failed to {verb} {object}: {source}")]
+    #[error("failed to {verb} {object}: {}", crate::errors::chain(source))]
     Api {
         /// What was attempted.
         verb: &'static str,

@@ -17,6 +17,7 @@ mod atomic;
 mod claim;
 mod deadline;
 pub mod diff;
+pub mod early;
 #[cfg(test)]
 mod diff_properties;
 mod error;

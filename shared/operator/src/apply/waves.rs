@@ -55,10 +55,17 @@ impl Engine {
         let mut first_failure: Option<ApplyError> = None;
         for (wave, items) in waves {
             let results: Vec<Result<(Planned, Option<DynamicObject>), ApplyError>> =
-                stream::iter(items.into_iter().map(|p| self.apply_one(p, decisions)))
-                    .buffer_unordered(CONCURRENCY)
-                    .collect()
-                    .await;
+                stream::iter(items.into_iter().map(|p| async move {
+                    let result = self.apply_one(p, decisions).await;
+                    // In the status now, not once the rest of the pass is done.
+                    if let Err(e) = &result {
+                        super::early::report(e);
+                    }
+                    result
+                }))
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
             for r in results {
                 match r {
                     Ok((p, written)) => {

@@ -80,10 +80,16 @@ impl From<Refusal> for Failure {
 }
 
 impl From<ApplyError> for Failure {
+    fn from(e: ApplyError) -> Self {
+        Failure::from(&e)
+    }
+}
+
+impl From<&ApplyError> for Failure {
     /// The apply engine's errors: what the input caused is refused (a
     /// conflict of ownership, an invalid object), a missing permission
     /// names the operator's RBAC, the rest is passing.
-    fn from(e: ApplyError) -> Self {
+    fn from(e: &ApplyError) -> Self {
         if e.is_refusal() {
             let reason = if matches!(e, ApplyError::Conflict { .. }) {
                 Reason::OwnershipConflict
@@ -110,7 +116,7 @@ impl From<ApplyError> for Failure {
         // CustomResourceDefinition x: ..."), with the error's causes.
         Failure::Transient {
             reason: Reason::ApiError,
-            message: crate::conditions::bounded(&crate::errors::chain(&e)),
+            message: crate::conditions::bounded(&crate::errors::chain(e)),
         }
     }
 }

@@ -319,7 +319,23 @@ impl<R: Reconciler> Skeleton<R> {
         let old = cr.reported().cloned().unwrap_or_default();
         let mut status = old.clone();
         *status.observed_generation_mut() = cr.meta().generation;
-        match self.reconciler.apply(cr, &mut status).await {
+        // The first passing failure in the status while the pass goes on
+        // (see `apply::early`); the pass's end, after it, writes what the
+        // pass concluded. A refusal waits for the end: nothing was written.
+        let (tx, mut failures) = tokio::sync::mpsc::unbounded_channel();
+        let listener: crate::apply::early::OnFailure = Arc::new(move |e| {
+            if let Failure::Transient { reason, message } = Failure::from(e) {
+                let _ = tx.send((reason, message));
+            }
+        });
+        let pass = crate::apply::early::listening(listener, self.reconciler.apply(cr, &mut status));
+        let told = async {
+            if let Some((reason, message)) = failures.recv().await {
+                self.tell_early(cr, &key, &old, reason, &message).await;
+            }
+        };
+        let (outcome, ()) = tokio::join!(pass, told);
+        match outcome {
             Ok(requeue) => {
                 self.memory.reset(&key);
                 self.memory.forget_refusal(&key);
@@ -425,6 +441,29 @@ impl<R: Reconciler> Skeleton<R> {
         self.write(cr, &status).await?;
         self.gauges(cr, &status);
         Ok(())
+    }
+
+    /// A failure the pass reported while it goes on (see `apply::early`): the
+    /// status says it at once, as [`Self::fail`] would say this one failure
+    /// more in a row, though the pass has not counted it yet. No Event: the
+    /// pass's end tells what is news.
+    async fn tell_early(
+        &self,
+        cr: &R::Resource,
+        key: &ObjectRef<R::Resource>,
+        old: &StatusOf<R>,
+        reason: Reason,
+        message: &str,
+    ) {
+        tracing::warn!(%reason, error = message, "failed; the rest of the pass goes on");
+        let in_a_row = self.memory.failures(key).saturating_add(1);
+        let mut status = old.clone();
+        *status.observed_generation_mut() = cr.meta().generation;
+        crate::status::failed(reason, message, in_a_row)
+            .apply(status.conditions_mut(), cr.meta().generation);
+        if let Err(e) = self.write(cr, &status).await {
+            tracing::warn!(error = %e, "could not write the failure into the status");
+        }
     }
 
     /// A transient failure: Ready false and Progressing (with the reason

@@ -504,3 +504,79 @@ async fn a_finalizer_the_server_does_not_take_is_in_the_status() {
         writes[0].body
     );
 }
+
+/// A pass that reports a failure, then goes on with the rest of its
+/// objects until the status shows the failure (or 5 s pass), then fails.
+struct ReportsEarly {
+    tools: Tools,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    /// Whether the status said it while the pass still ran.
+    said_in_time: Mutex<bool>,
+}
+
+#[async_trait::async_trait]
+impl Reconciler for ReportsEarly {
+    type Resource = Training;
+    const FINALIZER: &'static str = "test.kubeflow.org/cleanup";
+
+    fn tools(&self) -> &Tools {
+        &self.tools
+    }
+
+    async fn apply(&self, _: &Training, _: &mut StatusOf<Self>) -> Result<Duration, Failure> {
+        let timeout: kube::core::Status = serde_json::from_value(json!({
+            "status": "Failure", "code": 504, "reason": "Timeout", "message": "took too long"}))
+        .expect("status");
+        let failed = crate::apply::ApplyError::Api {
+            verb: "apply",
+            object: "CustomResourceDefinition tfjobs.kubeflow.org".into(),
+            source: kube::Error::Api(Box::new(timeout)),
+        };
+        // As the engine tells a failed object to the apply's listener.
+        crate::apply::early::report(&failed);
+        let failure = Failure::from(failed);
+        for _ in 0..100 {
+            let said = status_writes(&self.seen.lock().expect("lock")).len() == 1;
+            if said {
+                *self.said_in_time.lock().expect("lock") = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(failure)
+    }
+
+    async fn cleanup(&self, _: &Training, _: &mut StatusOf<Self>) -> Result<(), Failure> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_failure_is_in_the_status_while_the_rest_of_the_pass_goes_on() {
+    let cr = training(None, false);
+    let (client, seen) = mock_api(serde_json::to_value(&cr).expect("json"));
+    let s = Skeleton::new(ReportsEarly {
+        tools: Tools::new(
+            client,
+            Metrics::new().expect("metrics"),
+            "kubeflow-test-operator",
+        ),
+        seen: seen.clone(),
+        said_in_time: Mutex::new(false),
+    });
+    let failure = tokio::time::timeout(Duration::from_secs(10), s.reconcile(Arc::new(cr.clone())))
+        .await
+        .expect("a reconcile ends")
+        .expect_err("the pass failed");
+    s.error_policy(&cr, &failure);
+    assert!(
+        *s.reconciler().said_in_time.lock().expect("lock"),
+        "the status said it before the pass ended"
+    );
+    let seen = requests(&seen).await;
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 2, "at once, and at the end: {seen:?}");
+    assert_eq!(condition(writes[0], READY), ("False", "ApiError"));
+    assert!(condition_message(writes[0], READY).contains("tfjobs.kubeflow.org"));
+    assert_eq!(events(&seen).len(), 0, "once is weather: no Event");
+}
