@@ -8,6 +8,7 @@
 pub mod chart;
 pub mod component;
 pub mod demo;
+pub mod fault_proxy;
 pub mod login;
 pub mod operator;
 pub mod prometheus;
