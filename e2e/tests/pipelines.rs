@@ -216,6 +216,141 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     ns.delete().await;
 }
 
+/// Pipelines at the default release (26.03.1: 2.16.1) installs with
+/// generated credentials, never upstream's demo ones, every consumer reads
+/// them from the two Secrets, and they survive the operator's restart.
+#[tokio::test]
+async fn pipelines_installs_with_generated_credentials_every_consumer_reads() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Pipelines"], &["pipelines"]).await;
+    let ns = TestNamespace::new(&client, "kfp-cred").await;
+    let op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
+    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.16.1}\n").await;
+    let api = component_api(&client, &ns.name, "Pipelines");
+    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let values = |s: &Secret| -> std::collections::BTreeMap<String, String> {
+        s.data
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8(v.0).unwrap_or_default()))
+            .collect()
+    };
+    let db = values(&secrets.get("mysql-secret").await.expect("mysql-secret"));
+    let store = values(
+        &secrets
+            .get("mlpipeline-minio-artifact")
+            .await
+            .expect("mlpipeline-minio-artifact"),
+    );
+    let hex = |v: &str, len: usize| v.len() == len && v.bytes().all(|b| b.is_ascii_hexdigit());
+    assert_eq!(db.get("username").map(String::as_str), Some("root"));
+    assert!(hex(&db["password"], 48), "a generated root password");
+    assert!(hex(&store["accesskey"], 20) && store["accesskey"] != "minio");
+    assert!(hex(&store["secretkey"], 40) && store["secretkey"] != "minio123");
+
+    // Every consumer reads them from the Secrets; no database may start
+    // without a password.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let reads = |d: &Deployment, secret: &str, var: Option<&str>| -> bool {
+        let Some(pod) = d.spec.as_ref().and_then(|s| s.template.spec.as_ref()) else {
+            return false;
+        };
+        pod.containers.iter().any(|c| {
+            let by_key = c.env.iter().flatten().any(|e| {
+                var.is_none_or(|v| e.name == v)
+                    && e.value_from
+                        .as_ref()
+                        .and_then(|f| f.secret_key_ref.as_ref())
+                        .is_some_and(|r| r.name == secret)
+            });
+            let whole = var.is_none()
+                && c.env_from
+                    .iter()
+                    .flatten()
+                    .any(|f| f.secret_ref.as_ref().is_some_and(|r| r.name == secret));
+            by_key || whole
+        })
+    };
+    for (workload, secret, var) in [
+        ("mysql", "mysql-secret", Some("MYSQL_ROOT_PASSWORD")),
+        ("ml-pipeline", "mysql-secret", Some("DBCONFIG_PASSWORD")),
+        ("cache-server", "mysql-secret", Some("DBCONFIG_PASSWORD")),
+        (
+            "metadata-grpc-deployment",
+            "mysql-secret",
+            Some("DBCONFIG_PASSWORD"),
+        ),
+        (
+            "ml-pipeline",
+            "mlpipeline-minio-artifact",
+            Some("OBJECTSTORECONFIG_SECRETACCESSKEY"),
+        ),
+        (
+            "ml-pipeline-ui",
+            "mlpipeline-minio-artifact",
+            Some("MINIO_SECRET_KEY"),
+        ),
+        ("seaweedfs", "mlpipeline-minio-artifact", None),
+    ] {
+        let d = deployments.get(workload).await.expect(workload);
+        assert!(reads(&d, secret, var), "{workload} reads {secret} {var:?}");
+    }
+    for d in deployments
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let text = serde_json::to_string(&d.spec).unwrap_or_default();
+        assert!(!text.contains("ALLOW_EMPTY_PASSWORD"), "{}", d.name_any());
+        for v in db.values().chain(store.values()).filter(|v| v.len() > 8) {
+            assert!(
+                !text.contains(v.as_str()),
+                "{} holds a credential",
+                d.name_any()
+            );
+        }
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let argo = cms
+        .get("workflow-controller-configmap")
+        .await
+        .expect("argo config")
+        .data
+        .unwrap_or_default();
+    let repo = argo.get("artifactRepository").cloned().unwrap_or_default();
+    assert_eq!(
+        repo.matches("mlpipeline-minio-artifact").count(),
+        2,
+        "{repo}"
+    );
+    assert!(!repo.contains("minio123"), "{repo}");
+
+    // Kept, never regenerated: a new operator process reads them back.
+    drop(op);
+    let _op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
+    kubeflow_e2e::component::merge(
+        &api,
+        "kubeflow",
+        json!({"spec": {"volumePolicy": "Delete"}}),
+    )
+    .await;
+    kubeflow_e2e::component::wait_version_ready(&api, "kubeflow", "2.16.1", TIMEOUT).await;
+    let again = values(&secrets.get("mysql-secret").await.expect("mysql-secret"));
+    assert_eq!(again, db, "the root password is kept");
+    let again = values(
+        &secrets
+            .get("mlpipeline-minio-artifact")
+            .await
+            .expect("mlpipeline-minio-artifact"),
+    );
+    assert_eq!(again, store, "the object store's keys are kept");
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}
+
 /// OpenShift is detected by its API groups; the test registers their CRDs, then removes them.
 #[tokio::test]
 async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
