@@ -99,6 +99,12 @@ reasons! {
     /// An object would hold a secret upstream's bundles publish (a demo
     /// password, key or hash), put there by an override or the component.
     KnownSecret,
+    /// A component set to `Removed` is kept because Managed components
+    /// still need it (in the `Kubeflow` status).
+    RemovedComponentNeeded,
+    /// A managed object is being deleted but another controller's
+    /// finalizer holds it.
+    DeletionHeld,
 }
 
 impl std::fmt::Display for Reason {
@@ -202,6 +208,21 @@ pub fn same(a: &[Condition], b: &[Condition]) -> bool {
                     && x.observed_generation == y.observed_generation
             })
         })
+}
+
+/// A list of objects for a note: the first few, and how many more.
+pub fn listing(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut out = items
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > SHOWN {
+        out.push_str(&format!(" and {} more", items.len() - SHOWN));
+    }
+    out
 }
 
 #[cfg(test)]

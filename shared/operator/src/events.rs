@@ -155,20 +155,9 @@ pub fn became_true(before: &[Condition], after: &[Condition], type_: &str) -> bo
 /// names the rest in one Event).
 pub const OBJECTS_TOLD: usize = 5;
 
-/// A list of objects for a note: the first few, and how many more.
-pub fn listing(items: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut out = items
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > SHOWN {
-        out.push_str(&format!(" and {} more", items.len() - SHOWN));
-    }
-    out
-}
+// A list in a message: defined beside the conditions, whose messages use
+// it too.
+pub use crate::conditions::listing;
 
 #[cfg(test)]
 mod tests {

@@ -181,7 +181,7 @@ impl NamespaceScope {
              everything else is applied and repaired. A cluster admin who wants them \
              there adds the namespace to the chart value `allowedNamespaces`",
             self.allowed_list(),
-            crate::events::listing(&names)
+            crate::conditions::listing(&names)
         )
     }
 }
