@@ -59,8 +59,7 @@ impl<C: Component> Reconciler for Context<C> {
     }
 
     async fn cleanup(&self, cr: &C::Resource, status: &mut StatusOf<Self>) -> Result<(), Failure> {
-        let released = status.as_mut().released.clone();
-        cleanup_component::<C>(cr, self, &released).await
+        cleanup_component::<C>(cr, self, &mut status.as_mut().released).await
     }
 
     async fn announce(&self, cr: &C::Resource, old: &StatusOf<Self>, new: &StatusOf<Self>) {
@@ -328,7 +327,11 @@ pub(super) fn watchable<C: Component>(
             rbac::allows(rules, &ar.group, &ar.plural, "watch")
         };
         if !covered && (grants(&permissions.extra) || grants(&permissions.extra_namespaced)) {
-            out.push(crate::watches::Watched::of_kind(ar));
+            out.push(crate::watches::Watched::of_bundle_kind(
+                ar,
+                manifests_dir,
+                &permissions,
+            ));
         }
     }
     // A namespaced kind the code writes anywhere (granted cluster-wide
