@@ -95,108 +95,122 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
             let _ = api.delete(&name, &DeleteParams::background()).await;
         }
     }
-    for component in components {
-        let lp =
-            ListParams::default().labels(&format!("components.kubeflow.org/component={component}"));
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        // Kept CRDs may have lost their labels already: look at every one.
-        if let Ok(all) = crds.list(&ListParams::default()).await {
-            for crd in &all.items {
-                sweep_cluster_custom_objects(client, crd, &lp).await;
-            }
+    if components.is_empty() {
+        return;
+    }
+    // One pass for every component: one list of the CRDs (with their
+    // schemas, a few MB: listed once, not once per component), one label
+    // selector naming all the components, and the deletions side by side.
+    let lp = ListParams::default().labels(&format!(
+        "components.kubeflow.org/component in ({})",
+        components.join(",")
+    ));
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Kept CRDs may have lost their labels already: look at every one.
+    let all_crds = crds
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    futures::future::join_all(
+        all_crds
+            .iter()
+            .map(|crd| sweep_cluster_custom_objects(client, crd, &lp)),
+    )
+    .await;
+    let labelled = |crd: &CustomResourceDefinition| {
+        crd.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("components.kubeflow.org/component"))
+            .is_some_and(|c| components.contains(&c.as_str()))
+    };
+    futures::future::join_all(all_crds.iter().filter(|c| labelled(c)).map(|crd| {
+        let strip = serde_json::json!({"metadata": {"labels": {
+            "applyset.kubernetes.io/part-of": null, "components.kubeflow.org/component": null,
+            "components.kubeflow.org/owner-name": null, "components.kubeflow.org/owner-namespace": null}}});
+        let crds = crds.clone();
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        async move {
+            let _ = crds
+                .patch(&name, &PatchParams::default(), &Patch::Merge(strip))
+                .await;
         }
-        if let Ok(list) = crds.list(&lp).await {
-            for crd in list.items {
-                let strip = serde_json::json!({"metadata": {"labels": {
-                    "applyset.kubernetes.io/part-of": null, "components.kubeflow.org/component": null,
-                    "components.kubeflow.org/owner-name": null, "components.kubeflow.org/owner-namespace": null}}});
-                let _ = crds
-                    .patch(
-                        &crd.metadata.name.unwrap_or_default(),
-                        &PatchParams::default(),
-                        &Patch::Merge(strip),
-                    )
-                    .await;
+    }))
+    .await;
+    let dp = DeleteParams::background();
+    let (roles, bindings, mutating, validating, priorities) = (
+        Api::<ClusterRole>::all(client.clone()),
+        Api::<ClusterRoleBinding>::all(client.clone()),
+        Api::<MutatingWebhookConfiguration>::all(client.clone()),
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+        Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone()),
+    );
+    let _ = tokio::join!(
+        roles.delete_collection(&dp, &lp),
+        bindings.delete_collection(&dp, &lp),
+        mutating.delete_collection(&dp, &lp),
+        validating.delete_collection(&dp, &lp),
+        priorities.delete_collection(&dp, &lp),
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if let Ok(list) = namespaces.list(&lp).await {
+        futures::future::join_all(list.items.iter().map(|n| {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let namespaces = namespaces.clone();
+            let dp = dp.clone();
+            async move {
+                let _ = namespaces.delete(&name, &dp).await;
             }
-        }
-        let dp = DeleteParams::background();
-        let _ = Api::<ClusterRole>::all(client.clone())
-            .delete_collection(&dp, &lp)
-            .await;
-        let _ = Api::<ClusterRoleBinding>::all(client.clone())
-            .delete_collection(&dp, &lp)
-            .await;
-        let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .delete_collection(&dp, &lp)
-            .await;
-        let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .delete_collection(&dp, &lp)
-            .await;
-        let _ = Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone())
-            .delete_collection(&dp, &lp)
-            .await;
-        if let Ok(list) = Api::<Namespace>::all(client.clone()).list(&lp).await {
-            for n in list.items {
-                let _ = Api::<Namespace>::all(client.clone())
-                    .delete(&n.metadata.name.unwrap_or_default(), &dp)
-                    .await;
-            }
-        }
-        // cert-manager CRDs another test left (the library tests apply every
-        // bundle under a manager of their own) would look like a
-        // cert-manager the project did not install, and the CertManager
-        // operator would rightly install only the issuer beside it.
-        if *component == "cert-manager" {
-            for crd in crds
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-            {
-                let ours = crd
-                    .metadata
-                    .labels
-                    .as_ref()
+        }))
+        .await;
+    }
+    // CRDs of other projects that a component's tests must start without.
+    let unheld_crds: Vec<String> = all_crds
+        .iter()
+        .filter(|crd| {
+            let group = &crd.spec.group;
+            let labels = crd.metadata.labels.as_ref();
+            // cert-manager CRDs another test left (the library tests apply
+            // every bundle under a manager of their own) would look like a
+            // cert-manager the project did not install, and the CertManager
+            // operator would rightly install only the issuer beside it.
+            let foreign_cert_manager = components.contains(&"cert-manager")
+                && group.ends_with("cert-manager.io")
+                && !labels
                     .and_then(|l| l.get("app.kubernetes.io/managed-by"))
                     .is_some_and(|m| m == "kubeflow-cert-manager-operator");
-                if crd.spec.group.ends_with("cert-manager.io") && !ours {
-                    let name = crd.metadata.name.clone().unwrap_or_default();
-                    let _ = crds.delete(&name, &DeleteParams::background()).await;
-                    wait_gone(&crds, &name, std::time::Duration::from_secs(60)).await;
-                }
-            }
+            // Knative's and KServe's CRDs another test kept (the upgrade test
+            // leaves KServe v0.18.0's, whose stored versions an older KServe
+            // cannot take; Knative's make Serverless look installed) belong
+            // to no inventory: the Serving tests start without them.
+            let stray_serving = components.contains(&"serving")
+                && (group == "serving.kserve.io" || group.ends_with("knative.dev"))
+                && !labels.is_some_and(|l| l.contains_key("applyset.kubernetes.io/part-of"));
+            foreign_cert_manager || stray_serving
+        })
+        .filter_map(|crd| crd.metadata.name.clone())
+        .collect();
+    // Namespaces are released, not deleted, by a cleanup; after a test
+    // that stopped half-way, the namespace a component keeps for itself
+    // (Istio's, cert-manager's) may still hold another instance's
+    // objects. Every test of such a component starts without it.
+    let own: Vec<&str> = components
+        .iter()
+        .flat_map(|c| own_namespaces(c).iter().copied())
+        .collect();
+    futures::future::join_all(unheld_crds.iter().map(|name| {
+        let crds = crds.clone();
+        async move {
+            let _ = crds.delete(name, &DeleteParams::background()).await;
+            wait_gone(&crds, name, std::time::Duration::from_secs(60)).await;
         }
-        // Knative's and KServe's CRDs another test kept (the upgrade test
-        // leaves KServe v0.18.0's, whose stored versions an older KServe
-        // cannot take; Knative's make Serverless look installed) belong to
-        // no inventory: the Serving tests start without them.
-        if *component == "serving" {
-            for crd in crds
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-            {
-                let group = &crd.spec.group;
-                let theirs = group == "serving.kserve.io" || group.ends_with("knative.dev");
-                let held = crd
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .is_some_and(|l| l.contains_key("applyset.kubernetes.io/part-of"));
-                if theirs && !held {
-                    let name = crd.metadata.name.clone().unwrap_or_default();
-                    let _ = crds.delete(&name, &DeleteParams::background()).await;
-                    wait_gone(&crds, &name, std::time::Duration::from_secs(60)).await;
-                }
-            }
-        }
-        // Namespaces are released, not deleted, by a cleanup; after a test
-        // that stopped half-way, the namespace a component keeps for itself
-        // (Istio's, cert-manager's) may still hold another instance's
-        // objects. Every test of such a component starts without it.
-        for own in own_namespaces(component) {
-            let namespaces: Api<Namespace> = Api::all(client.clone());
+    }))
+    .await;
+    futures::future::join_all(own.iter().map(|own| {
+        let namespaces = namespaces.clone();
+        let dp = dp.clone();
+        async move {
             let _ = namespaces.delete(own, &dp).await;
             crate::wait::wait_for(
                 &format!("{own} to be deleted"),
@@ -210,7 +224,8 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
             )
             .await;
         }
-    }
+    }))
+    .await;
 }
 
 /// Deletes the component's objects of a cluster-scoped custom kind (Trainer's
