@@ -5,6 +5,7 @@
 //! Tests that need the cluster never pass silently without it: when it cannot
 //! be reached or started they fail with the reason.
 
+pub mod access;
 pub mod chart;
 pub mod component;
 pub mod demo;

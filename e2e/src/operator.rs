@@ -116,19 +116,30 @@ impl OperatorProcess {
         self.child.id()
     }
 
-    /// The operator's apply writes so far.
+    /// The operator's apply writes so far. Panics naming the endpoint when
+    /// its metrics cannot be read: a "no writes" check comparing the zeros
+    /// of a page nobody served would pass with the operator gone.
     pub async fn writes(&self) -> f64 {
-        metric_sum(&self.metrics().await, "kubeflow_apply_writes_total", &[])
+        writes_at(&self.metrics_addr, false)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// The write count once the operator has settled: Ready is reported by
     /// the reconcile that applied, and the watch events of its own writes
-    /// may still bring one more pass (which finds nothing to write).
+    /// may still bring one more pass (which finds nothing to write). Called
+    /// after an install, so the count must exist: without it the checks
+    /// that compare against it would compare nothing.
     pub async fn settled_writes(&self) -> f64 {
-        let mut last = self.writes().await;
+        let read = || async {
+            writes_at(&self.metrics_addr, true)
+                .await
+                .unwrap_or_else(|e| panic!("{e:#}"))
+        };
+        let mut last = read().await;
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-            let now = self.writes().await;
+            let now = read().await;
             if now == last {
                 return now;
             }
@@ -136,7 +147,10 @@ impl OperatorProcess {
         }
     }
 
-    /// Fetches `/metrics` text.
+    /// Fetches `/metrics` text; empty while nothing answers. For polls that
+    /// wait for a value (a process still starting answers nothing yet);
+    /// checks that compare counts read with [`read_metrics`] or
+    /// [`Self::writes`], which fail instead.
     pub async fn metrics(&self) -> String {
         http_get(&self.metrics_addr, "/metrics")
             .await
@@ -196,8 +210,18 @@ impl Drop for OperatorProcess {
     }
 }
 
-/// A minimal HTTP/1.0 GET over loopback (enough for /metrics and probes).
+/// A minimal HTTP/1.0 GET over loopback (enough for /metrics and probes):
+/// the body, whatever the status.
 pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    let buf = http_response(addr, path).await?;
+    Ok(buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(buf))
+}
+
+/// The whole response (status line, headers, body) to a GET.
+async fn http_response(addr: &str, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // Bounded: a peer that never closes must fail this poll, not hang the test.
     let get = async {
@@ -213,21 +237,171 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
         .map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::TimedOut, format!("GET {addr}{path}"))
         })??;
-    Ok(buf
+    Ok(buf)
+}
+
+/// The series every operator sets to 1 at start, before it does anything:
+/// a page without it is not an operator's metrics.
+const BUILD_INFO: &str = "kubeflow_operator_build_info";
+
+/// Objects an operator wrote by apply.
+const WRITES: &str = "kubeflow_apply_writes_total";
+
+/// An operator's `/metrics` page at `addr`, or an error naming the endpoint
+/// when nothing answers, the answer is not a 200, or the page is not an
+/// operator's (no `kubeflow_operator_build_info`): read leniently, a
+/// missing page is all zeros, and a check of "no writes" passes on it.
+pub async fn read_metrics(addr: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let response = http_response(addr, "/metrics")
+        .await
+        .with_context(|| format!("cannot read the metrics at http://{addr}/metrics"))?;
+    let (head, body) = response
         .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or(buf))
+        .unwrap_or((response.as_str(), ""));
+    let status = head.lines().next().unwrap_or_default();
+    anyhow::ensure!(
+        status.split_whitespace().nth(1) == Some("200"),
+        "http://{addr}/metrics answered {status:?}"
+    );
+    anyhow::ensure!(
+        metric_value(body, BUILD_INFO, &[]).is_some(),
+        "http://{addr}/metrics is not an operator's metrics page (no {BUILD_INFO}): {:?}",
+        body.chars().take(200).collect::<String>()
+    );
+    Ok(body.to_string())
+}
+
+/// The apply writes the operator at `addr` has counted. The counter has a
+/// series only from the first write (Prometheus leaves out a vector with
+/// none), so on an operator's page its absence is 0, unless `counted`
+/// demands it: after an install, where its absence means the count is not
+/// where the checks read it (renamed, relabelled).
+pub async fn writes_at(addr: &str, counted: bool) -> anyhow::Result<f64> {
+    let text = read_metrics(addr).await?;
+    match metric_value(&text, WRITES, &[]) {
+        Some(v) => Ok(v),
+        None if !counted => Ok(0.0),
+        None => anyhow::bail!(
+            "http://{addr}/metrics has no {WRITES} series: the install's writes were not counted"
+        ),
+    }
 }
 
 /// The sum of every series of `name` whose labels include each of `labels`
-/// (`key="value"` pairs), whatever other labels it has.
+/// (`key="value"` pairs), whatever other labels it has; 0 when none does
+/// (use [`metric_value`] where that must not pass for a count).
 pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
+    metric_value(text, name, labels).unwrap_or(0.0)
+}
+
+/// The sum of every series of `name` whose labels include each of `labels`,
+/// or None when there is no such series.
+pub fn metric_value(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    let values: Vec<f64> = text
+        .lines()
         .filter(|l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
         })
         .filter(|l| labels.iter().all(|p| l.contains(p)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+/// The write counts' readers fail when their input is missing: a stopped
+/// metrics server, a page that is not an operator's, a count that is not
+/// there (no cluster needed).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const PAGE: &str = "HTTP/1.0 200 OK\r\n\r\n# TYPE kubeflow_operator_build_info gauge\nkubeflow_operator_build_info{controller=\"t\",version=\"0\"} 1\nkubeflow_apply_writes_total{controller=\"t\"} 3\n";
+    const NO_WRITES: &str =
+        "HTTP/1.0 200 OK\r\n\r\nkubeflow_operator_build_info{controller=\"t\",version=\"0\"} 1\n";
+
+    /// A metrics server answering every request with `response`.
+    async fn serve(response: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address").to_string();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut request = [0u8; 1024];
+                let _ = s.read(&mut request).await;
+                let _ = s.write_all(response.as_bytes()).await;
+            }
+        });
+        (addr, task)
+    }
+
+    /// A loopback address nothing listens on.
+    fn closed_port() -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("address").to_string()
+    }
+
+    #[tokio::test]
+    async fn a_stopped_metrics_server_fails_the_read_naming_it() {
+        let (addr, server) = serve(PAGE).await;
+        assert_eq!(writes_at(&addr, true).await.expect("served"), 3.0);
+        server.abort();
+        let _ = server.await;
+        let e = writes_at(&addr, false)
+            .await
+            .expect_err("read a stopped server");
+        assert!(format!("{e:#}").contains(&addr), "{e:#}");
+        let e = read_metrics(&closed_port())
+            .await
+            .expect_err("read a closed port");
+        assert!(
+            format!("{e:#}").contains("cannot read the metrics"),
+            "{e:#}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_page_that_is_not_an_operators_fails_the_read() {
+        for response in [
+            "HTTP/1.0 404 Not Found\r\n\r\nkubeflow_operator_build_info 1\n",
+            "HTTP/1.0 200 OK\r\n\r\n",
+            "HTTP/1.0 200 OK\r\n\r\nkubeflow_apply_writes_total{controller=\"t\"} 3\n",
+        ] {
+            let (addr, _server) = serve(response).await;
+            assert!(writes_at(&addr, false).await.is_err(), "{response:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_absent_write_count_is_zero_only_where_none_was_expected() {
+        let (addr, _server) = serve(NO_WRITES).await;
+        assert_eq!(writes_at(&addr, false).await.expect("read"), 0.0);
+        let e = writes_at(&addr, true)
+            .await
+            .expect_err("no count after an install");
+        assert!(format!("{e:#}").contains(WRITES), "{e:#}");
+        assert_eq!(metric_value(NO_WRITES, WRITES, &[]), None);
+        assert_eq!(metric_value(PAGE, WRITES, &["controller=\"t\""]), Some(3.0));
+    }
+
+    /// What the "no writes" checks call: an operator whose metrics endpoint
+    /// is down fails the check instead of reading 0.
+    #[tokio::test]
+    #[should_panic(expected = "cannot read the metrics")]
+    async fn writes_of_an_operator_whose_endpoint_is_down_panics() {
+        // A stand-in process (stopped by the guard by its own pid) whose
+        // metrics address nothing serves.
+        let op = OperatorProcess {
+            child: Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .expect("start sleep"),
+            metrics_addr: closed_port(),
+            log: PathBuf::new(),
+        };
+        op.writes().await;
+    }
 }

@@ -90,9 +90,13 @@ pub async fn inject_crd(client: &Client, name: &str) {
         .unwrap_or_else(|e| panic!("rotator: patch CRD {name}: {e}"));
 }
 
-/// The operator's writes and drift repairs so far.
+/// The operator's writes and drift repairs so far; panics naming the
+/// endpoint when its metrics cannot be read (read as zeros, the quiet
+/// check below would pass with the operator gone).
 pub async fn writes_and_repairs(op: &OperatorProcess) -> (f64, f64) {
-    let m = op.metrics().await;
+    let m = crate::operator::read_metrics(&op.metrics_addr)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     (
         metric_sum(&m, "kubeflow_apply_writes_total", &[]),
         metric_sum(&m, "kubeflow_drift_repairs_total", &[]),

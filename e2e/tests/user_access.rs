@@ -10,30 +10,45 @@ use std::time::Duration;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams};
+use kubeflow_e2e::access::Request;
 use kubeflow_e2e::component::{ALL_KINDS, prepare};
 use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-fn can_i(user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
-    can_i_on(user, verb, resource, None, namespace)
+async fn can_i(
+    client: &kube::Client,
+    user: &str,
+    verb: &str,
+    resource: &str,
+    namespace: &str,
+) -> bool {
+    can_i_on(client, user, verb, resource, None, namespace).await
 }
 
-/// `kubectl auth can-i`, of a subresource when one is named.
-fn can_i_on(
+/// Whether `user` may (`<plural>.<group>` as `kubectl auth can-i` takes
+/// it), of a subresource when one is named: an access review in process,
+/// where a failure to ask fails the test instead of reading as "no".
+async fn can_i_on(
+    client: &kube::Client,
     user: &str,
     verb: &str,
     resource: &str,
     subresource: Option<&str>,
     namespace: &str,
 ) -> bool {
-    let sub = subresource.map(|s| format!("--subresource={s}"));
-    let mut args = vec![
-        "auth", "can-i", verb, resource, "--as", user, "-n", namespace,
-    ];
-    args.extend(sub.as_deref());
-    let out = run_tool("kubectl", &args);
-    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+    let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let what = Request {
+        verb,
+        group,
+        resource,
+        subresource: subresource.unwrap_or_default(),
+        namespace,
+        ..Default::default()
+    };
+    kubeflow_e2e::access::can_user(client, user, what)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 fn user_roles() -> String {
@@ -82,11 +97,13 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
     // The aggregation controller copies the viewer's rules into `view`.
     wait_for("view to include the Kubeflow kinds", TIMEOUT, || async {
         can_i(
+            &client,
             "e2e-viewer",
             "list",
             "trainings.components.kubeflow.org",
             &ns.name,
         )
+        .await
         .then_some(())
     })
     .await;
@@ -105,36 +122,44 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
             "dashboards.components.kubeflow.org",
         ] {
             assert!(
-                can_i(user, "get", resource, &ns.name),
+                can_i(&client, user, "get", resource, &ns.name).await,
                 "{user} get {resource}"
             );
             assert!(
-                can_i(user, "watch", resource, &ns.name),
+                can_i(&client, user, "watch", resource, &ns.name).await,
                 "{user} watch {resource}"
             );
             // Neither `view` nor `admin` writes them: that would install
             // cluster-scoped objects on a namespace user's word.
             for verb in ["create", "patch", "delete"] {
                 assert!(
-                    !can_i(user, verb, resource, &ns.name),
+                    !can_i(&client, user, verb, resource, &ns.name).await,
                     "{user} {verb} {resource}"
                 );
             }
         }
     }
     for verb in ["create", "patch", "delete"] {
-        assert!(can_i(
-            "e2e-platform",
-            verb,
-            "kubeflows.platform.kubeflow.org",
-            &ns.name
-        ));
-        assert!(can_i(
-            "e2e-platform",
-            verb,
-            "pipelines.components.kubeflow.org",
-            &ns.name
-        ));
+        assert!(
+            can_i(
+                &client,
+                "e2e-platform",
+                verb,
+                "kubeflows.platform.kubeflow.org",
+                &ns.name
+            )
+            .await
+        );
+        assert!(
+            can_i(
+                &client,
+                "e2e-platform",
+                verb,
+                "pipelines.components.kubeflow.org",
+                &ns.name
+            )
+            .await
+        );
     }
     // The status is the operators' to write, nobody else's: the editor who
     // may patch the resource may not patch its status.
@@ -142,9 +167,17 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
         "trainings.components.kubeflow.org",
         "kubeflows.platform.kubeflow.org",
     ] {
-        assert!(can_i_on("e2e-platform", "patch", resource, None, &ns.name));
+        assert!(can_i_on(&client, "e2e-platform", "patch", resource, None, &ns.name).await);
         assert!(
-            !can_i_on("e2e-platform", "patch", resource, Some("status"), &ns.name),
+            !can_i_on(
+                &client,
+                "e2e-platform",
+                "patch",
+                resource,
+                Some("status"),
+                &ns.name
+            )
+            .await,
             "{resource}/status"
         );
     }
