@@ -12,6 +12,8 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many objects labelled as the component's exist in the namespace.
+/// Panics when a list fails: counted as none, a "nothing written" check
+/// would pass on an API server it could not read.
 async fn written(client: &kube::Client, ns: &str, component: &str) -> usize {
     let mut n = 0;
     for (group, version, kind, plural) in [
@@ -32,9 +34,23 @@ async fn written(client: &kube::Client, ns: &str, component: &str) -> usize {
             )
             .await
             .map(|l| l.items.len())
-            .unwrap_or(0);
+            .unwrap_or_else(|e| panic!("cannot list {plural} in {ns}: {e}"));
     }
     n
+}
+
+/// `written` fails when it cannot read (no cluster needed: a client for an
+/// API server nobody runs).
+#[tokio::test]
+#[should_panic(expected = "cannot list deployments in team-a")]
+async fn written_fails_when_it_cannot_read() {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address");
+    let url = format!("http://{addr}").parse().expect("url");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+    written(&client, "team-a", "training").await;
 }
 
 /// Applies a CR the API server must refuse; returns its message.
@@ -327,45 +343,41 @@ async fn huge_input_gets_a_bounded_refusal_at_its_generation() {
         &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: huge}}\ndata:\n  digests: \"{line}\"\n"),
     )
     .await;
+    // Each with the refusal it must get, the operator's (reason, a word of
+    // its message): the schema admits all three, so a failed apply (or
+    // another refusal) is not this one. Created in process, as JSON: YAML
+    // (kubectl's file, the API server's apply patch) cannot hold a key of
+    // 40 KB, and kubectl's parse error passed here for a refusal.
     let cases = [
         (
             "selector",
-            format!("nodeSelector: {{zone: \"{}\"}}", "z".repeat(100_000)),
+            serde_json::json!({"nodeSelector": {"zone": "z".repeat(100_000)}}),
+            ("InvalidSpec", "nodeSelector"),
         ),
         (
             "key",
-            format!("images: {{\"{}\": \"a/b:1\"}}", "k".repeat(40_000)),
+            serde_json::json!({"images": {"k".repeat(40_000): "a/b:1"}}),
+            ("InvalidSpec", "spec.images"),
         ),
-        ("digests", "imageDigests: huge".to_string()),
+        (
+            "digests",
+            serde_json::json!({"imageDigests": "huge"}),
+            ("InvalidSpec", "spec.imageDigests"),
+        ),
     ];
-    for (name, field) in &cases {
-        let yaml = format!(
-            "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {{name: {name}}}\nspec: {{version: v1.9.2, {field}}}\n"
-        );
-        let file =
-            std::env::temp_dir().join(format!("kubeflow-huge-{}-{name}.yaml", std::process::id()));
-        std::fs::write(&file, &yaml).expect("write");
-        let out = run_tool(
-            "kubectl",
-            &[
-                "apply",
-                "--server-side",
-                "-n",
-                &ns.name,
-                "-f",
-                &file.display().to_string(),
-            ],
-        );
-        let _ = std::fs::remove_file(&file);
-        if !out.status.success() {
-            // Refused at the door by the schema: bounded there.
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                err.len() < 8192 || err.contains("Too long") || err.contains("too long"),
-                "{name}: {} bytes",
-                err.len()
-            );
-            continue;
+    for (name, field, (expected, needle)) in &cases {
+        let mut spec = field.clone();
+        spec["version"] = "v1.9.2".into();
+        let cr = serde_json::json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1",
+            "kind": "Training",
+            "metadata": {"name": name},
+            "spec": spec,
+        });
+        let cr: DynamicObject = serde_json::from_value(cr).expect("a Training");
+        if let Err(e) = trainings.create(&Default::default(), &cr).await {
+            let e: String = e.to_string().chars().take(600).collect();
+            panic!("{name}: the apply failed, not the operator's refusal: {e}");
         }
         let cr = wait_condition(&trainings, name, "Degraded", "True", TIMEOUT).await;
         let (_, reason, message, generation) = condition(&cr, "Ready").expect("Ready");
@@ -373,6 +385,12 @@ async fn huge_input_gets_a_bounded_refusal_at_its_generation() {
             message.len() <= 4096,
             "{name}: a {} byte message ({reason})",
             message.len()
+        );
+        let start: String = message.chars().take(600).collect();
+        assert_eq!(reason, *expected, "{name}: {start}");
+        assert!(
+            message.contains(needle),
+            "{name}: {needle:?} not in {start}"
         );
         assert_eq!(
             generation, cr.metadata.generation,
