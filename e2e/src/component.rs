@@ -177,9 +177,9 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
             // operator would rightly install only the issuer beside it.
             let foreign_cert_manager = components.contains(&"cert-manager")
                 && group.ends_with("cert-manager.io")
-                && !labels
+                && labels
                     .and_then(|l| l.get("app.kubernetes.io/managed-by"))
-                    .is_some_and(|m| m == "kubeflow-cert-manager-operator");
+                    .is_none_or(|m| m != "kubeflow-cert-manager-operator");
             // Knative's and KServe's CRDs another test kept (the upgrade test
             // leaves KServe v0.18.0's, whose stored versions an older KServe
             // cannot take; Knative's make Serverless look installed) belong

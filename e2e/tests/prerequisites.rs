@@ -253,12 +253,12 @@ fn commands(text: &str) -> BTreeSet<String> {
             case_depth = case_depth.saturating_sub(1);
         }
         // A case pattern (`a | b)`) is not a command; what follows it is.
-        if case_depth > 0 && first != "case" {
-            if let Some(close) = line.find(')') {
-                if !line[..close].contains(['(', '=']) {
-                    line = &line[close + 1..];
-                }
-            }
+        if case_depth > 0
+            && first != "case"
+            && let Some(close) = line.find(')')
+            && !line[..close].contains(['(', '='])
+        {
+            line = &line[close + 1..];
         }
         let mut words = Vec::new();
         scan(line, &mut words);

@@ -3,13 +3,14 @@
 mod approval;
 mod children;
 mod component_kind;
+mod needed;
 mod permissions;
 mod plan;
 mod reconcile;
 mod release;
-mod status;
 #[cfg(test)]
 mod removal_properties;
+mod status;
 mod summary;
 
 use clap::{CommandFactory, FromArgMatches};
