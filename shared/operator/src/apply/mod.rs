@@ -17,9 +17,9 @@ mod atomic;
 mod claim;
 mod deadline;
 pub mod diff;
-pub mod early;
 #[cfg(test)]
 mod diff_properties;
+pub mod early;
 mod error;
 mod fields;
 mod isolate;
