@@ -381,7 +381,7 @@ fn scan(line: &str, words: &mut Vec<(String, bool)>) {
                     stack.pop();
                 }
                 '$' if next == Some('(') && chars.get(i + 2) == Some(&'(') => {
-                    i = skip_parens(&chars, i + 1);
+                    i = skip_to_close(&chars, i + 1, '(', ')');
                     continue;
                 }
                 '$' if next == Some('(') => {
@@ -413,7 +413,7 @@ fn scan(line: &str, words: &mut Vec<(String, bool)>) {
                 word.push('\\');
             }
             '$' if next == Some('(') && chars.get(i + 2) == Some(&'(') => {
-                i = skip_parens(&chars, i + 1);
+                i = skip_to_close(&chars, i + 1, '(', ')');
                 word.push('$');
                 continue;
             }
@@ -424,17 +424,17 @@ fn scan(line: &str, words: &mut Vec<(String, bool)>) {
                 i += 1;
             }
             '$' if next == Some('{') => {
-                i = skip_braces(&chars, i + 1) - 1;
+                i = skip_to_close(&chars, i + 1, '{', '}') - 1;
                 word.push('$');
             }
             // An array literal `name=( ... )`: data.
             '(' if word.ends_with('=') => {
-                i = skip_parens(&chars, i);
+                i = skip_to_close(&chars, i, '(', ')');
                 word.push_str("()");
                 continue;
             }
             '(' if next == Some('(') && word.is_empty() => {
-                i = skip_parens(&chars, i);
+                i = skip_to_close(&chars, i, '(', ')');
                 at_command = false;
                 continue;
             }
@@ -463,40 +463,19 @@ fn scan(line: &str, words: &mut Vec<(String, bool)>) {
     flush(&mut word, &mut at_command, words);
 }
 
-/// The index just past the `}` closing the `{` at `start`.
-fn skip_braces(chars: &[char], start: usize) -> usize {
+/// The index just past the bracket that closes the `open` at `start`
+/// (`(` with `)`, `{` with `}`), nested ones included.
+fn skip_to_close(chars: &[char], start: usize, open: char, close: char) -> usize {
     let mut depth = 0;
     let mut i = start;
     while i < chars.len() {
-        match chars[i] {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
+        if chars[i] == open {
+            depth += 1;
+        } else if chars[i] == close {
+            depth -= 1;
+            if depth == 0 {
+                return i + 1;
             }
-            _ => {}
-        }
-        i += 1;
-    }
-    i
-}
-
-/// The index just past the `)` closing the `(` at `start`.
-fn skip_parens(chars: &[char], start: usize) -> usize {
-    let mut depth = 0;
-    let mut i = start;
-    while i < chars.len() {
-        match chars[i] {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            _ => {}
         }
         i += 1;
     }
