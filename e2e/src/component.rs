@@ -370,6 +370,15 @@ pub const ALL_COMPONENTS: [&str; 15] = [
     "device-plugins",
 ];
 
+/// How long a test waits for a whole release's removal: the components go
+/// in waves (dependents first), each in several passes (webhooks after
+/// what they admit, aggregated roles after their sources). On an idle
+/// cluster it takes under a minute; on the loaded two-core CI machine, with
+/// two control planes side by side, it took over two. A test of the
+/// removal's own behaviour says so with its own limit; the others only
+/// leave nothing behind.
+pub const REMOVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Waits until the named object no longer exists.
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration)
 where

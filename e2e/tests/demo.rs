@@ -313,7 +313,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     );
 
     // Delete the CR, then uninstall the chart.
-    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&kfs, "kubeflow", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
     let refused = demo.forbidden();
     drop(demo);
     // The operators stop first, as the chart's Deployments would: after the

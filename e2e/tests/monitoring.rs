@@ -299,7 +299,7 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
 
     // Leave nothing behind.
     let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
-    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&kfs, "kubeflow", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
     let refused = demo.forbidden();
     assert!(refused.is_empty(), "RBAC refused: {refused:?}");
     drop(demo);

@@ -1146,7 +1146,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
 
     // Leave nothing: the Kubeflow CR, the release, the namespaces.
     let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
-    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&kfs, "kubeflow", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
     drop(demo);
     tool_ok(
         "helm",

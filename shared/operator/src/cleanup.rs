@@ -16,6 +16,9 @@ use crate::kinds::{self, kind};
 
 mod aggregation;
 
+/// Deletions of one wave in flight at once.
+const DELETES_AT_ONCE: usize = 8;
+
 /// What a cleanup pass left.
 #[derive(Debug, Default)]
 pub struct CleanupOutcome {
@@ -82,6 +85,7 @@ pub async fn cleanup(
     let mut out = CleanupOutcome::default();
     for (_, wave) in waves {
         let mut pending = false;
+        let mut doomed: Vec<&Member> = Vec::new();
         for m in wave {
             let name = describe(&m.object);
             if m.object.metadata.deletion_timestamp.is_some() {
@@ -112,7 +116,18 @@ pub async fn cleanup(
                 out.kept.push(kept_entry(&m.object, why));
                 continue;
             }
-            engine.delete(m).await?;
+            doomed.push(m);
+        }
+        // One wave's deletions side by side: each is one request the
+        // server answers on its own, and one after another they took
+        // seconds per object on a loaded API server (70 of Notebooks' in 28 s).
+        let mut deleted: Vec<Result<(), ApplyError>> = Vec::with_capacity(doomed.len());
+        for chunk in doomed.chunks(DELETES_AT_ONCE) {
+            deleted.extend(futures::future::join_all(chunk.iter().map(|m| engine.delete(m))).await);
+        }
+        for (m, result) in doomed.iter().zip(deleted) {
+            result?;
+            let name = describe(&m.object);
             out.deleted.push(name.clone());
             out.remaining.push(name);
             pending = true;

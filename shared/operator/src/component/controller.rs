@@ -326,7 +326,15 @@ pub(super) fn watchable<C: Component>(
         let grants = |rules: &[k8s_openapi::api::rbac::v1::PolicyRule]| {
             rbac::allows(rules, &ar.group, &ar.plural, "watch")
         };
-        if !covered && (grants(&permissions.extra) || grants(&permissions.extra_namespaced)) {
+        // Kinds written beyond the bundles under the component's label
+        // (the Dashboard's declared Profiles) are managed, watch included.
+        let labelled = permissions
+            .labelled
+            .iter()
+            .any(|(group, plural)| *group == ar.group && *plural == ar.plural);
+        if !covered
+            && (labelled || grants(&permissions.extra) || grants(&permissions.extra_namespaced))
+        {
             out.push(crate::watches::Watched::of_bundle_kind(
                 ar,
                 manifests_dir,

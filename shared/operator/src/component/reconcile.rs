@@ -243,6 +243,21 @@ async fn upgrade_gate<C: Component>(
     let mut published = crate::upgrade_plan::published(from, &rendered.version, &plan, false);
     published.awaiting_approval =
         manual && cr.common().approved_plan.as_deref() != Some(published.digest.as_str());
+    // An approved upgrade that has begun keeps going: its first pass
+    // writes objects (a generated key kept, a Secret's demo value dropped)
+    // that the next render of either version reads, so the recomputed
+    // digest moves away from the approved one; gating on it again would
+    // put the installed version back over a half-applied new one.
+    if published.awaiting_approval
+        && let Some(begun) = old.upgrade_plan.as_ref().filter(|p| {
+            !p.awaiting_approval
+                && p.from == from
+                && p.to == rendered.version
+                && cr.common().approved_plan.as_deref() == Some(p.digest.as_str())
+        })
+    {
+        published = begun.clone();
+    }
     let awaiting = published.awaiting_approval;
     let to = published.to.clone();
     status.upgrade_plan = Some(published);

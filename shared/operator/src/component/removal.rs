@@ -124,9 +124,15 @@ pub(super) async fn cleanup_component<C: Component>(
     }
     // What is still there of the list is what stays behind (an entry of a
     // stale status may have been deleted by hand since).
+    // What this pass kept exists (it was just released); only what earlier
+    // passes kept is read again, not every retained CRD (up to 720 KB each).
     let mut kept = Vec::new();
     for r in released.iter() {
-        if ctx.engine.exists(&r.kind, &r.namespace, &r.name).await? {
+        let this_pass = outcome
+            .kept
+            .iter()
+            .any(|k| k.kind == r.kind && k.namespace == r.namespace && k.name == r.name);
+        if this_pass || ctx.engine.exists(&r.kind, &r.namespace, &r.name).await? {
             kept.push(r.clone());
         }
     }

@@ -455,7 +455,7 @@ impl<R: Reconciler> Skeleton<R> {
         reason: Reason,
         message: &str,
     ) {
-        tracing::warn!(%reason, error = message, "failed; the rest of the pass goes on");
+        tracing::warn!(%reason, error = %message, "failed; the rest of the pass goes on");
         let in_a_row = self.memory.failures(key).saturating_add(1);
         let mut status = old.clone();
         *status.observed_generation_mut() = cr.meta().generation;
