@@ -181,7 +181,13 @@ fn the_release_build_and_the_dockerfile_agree() {
         .collect();
     assert_eq!(
         keys,
-        ["inherits", "lto", "codegen-units", "incremental"],
+        [
+            "inherits",
+            "lto",
+            "codegen-units",
+            "incremental",
+            "opt-level"
+        ],
         "the test profile may change how release is optimised, nothing else"
     );
     assert!(profile.contains("inherits = \"release\""));
