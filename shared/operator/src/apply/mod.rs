@@ -131,7 +131,17 @@ pub struct Engine {
     /// runs them: then unchanged objects are not read again.
     index: Option<crate::live_index::LiveIndex>,
     memo: Arc<memo::Memo>,
+    /// One large write at a time (see [`LARGE_WRITE_BYTES`]).
+    large_writes: Arc<tokio::sync::Semaphore>,
 }
+
+/// Objects this large (KServe's and Knative's CRDs, up to 720 KB) are
+/// written one at a time. A server-side apply of one costs the API server
+/// seconds of CPU; sent side by side on a loaded server, three of them each
+/// ran past the server's 60 s limit, all three failed with 504, and every
+/// retry did the same (seen in CI: Serving's upgrade never finished). One
+/// at a time, each finishes.
+const LARGE_WRITE_BYTES: usize = 128 * 1024;
 
 impl Engine {
     /// An engine writing as `manager`.
@@ -143,6 +153,7 @@ impl Engine {
             scope: crate::scope::NamespaceScope::all(),
             index: None,
             memo: Arc::default(),
+            large_writes: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 

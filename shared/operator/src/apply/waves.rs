@@ -115,6 +115,13 @@ impl Engine {
             return Ok((p, None));
         }
         let recreate = decisions.recreate.contains_key(&p.key());
+        // Held until this object's writes are done; a closed semaphore
+        // (never closed) would only mean no wait.
+        let _large = if super::deadline::size_of(&p.desired) >= super::LARGE_WRITE_BYTES {
+            self.large_writes.acquire().await.ok()
+        } else {
+            None
+        };
         if !recreate && !p.remove.is_empty() {
             self.remove_fields(&p).await?;
         }
