@@ -54,7 +54,22 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
         kubeflow_e2e::component::prepare(&["Knative", "Serving"], &["knative", "serving"]).await;
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     // The cluster-local gateway goes beside Istio's ingress gateway; the
-    // chart makes istio-system, Istio is not installed here.
+    // chart makes istio-system, Istio is not installed here. An earlier
+    // test's istio-system may still be terminating: applied then, the
+    // namespace vanished a moment later and the operator met NotFound for
+    // the rest of the test (seen in CI under load).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    wait_for(
+        "an earlier istio-system to be gone",
+        Duration::from_secs(180),
+        || async {
+            match namespaces.get_opt("istio-system").await.ok()? {
+                Some(n) if n.metadata.deletion_timestamp.is_some() => None,
+                _ => Some(()),
+            }
+        },
+    )
+    .await;
     apply_yaml(
         &client,
         "default",
