@@ -150,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn the_delay_doubles_from_one_second_to_five_minutes_and_resets() {
+    fn the_delay_doubles_from_one_second_to_one_minute_and_resets() {
         let secs: Vec<u64> = (1..=12).map(|n| delay(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60, 60, 60, 60]);
         assert_eq!(delay(u32::MAX), CAP);

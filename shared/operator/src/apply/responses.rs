@@ -29,8 +29,8 @@ pub(super) async fn apply(
     let request = requests(resolved, desired)
         .patch(name(desired), params, &Patch::Apply(desired))
         .map_err(kube::Error::BuildRequest)?;
-    let limit = super::deadline::for_bytes(request.body().len());
-    let text = super::deadline::within(limit, client.request_text(request)).await?;
+    let text =
+        super::deadline::within(super::deadline::LIMIT, client.request_text(request)).await?;
     if params.dry_run {
         return Ok(None);
     }
@@ -49,10 +49,7 @@ pub(super) async fn read(
     let request = requests(resolved, desired)
         .get(name(desired), &GetParams::default())
         .map_err(kube::Error::BuildRequest)?;
-    // The answer is about as large as the object sent (plus its field
-    // ownership): a CRD's read is waited for as its write is.
-    let limit = super::deadline::for_bytes(super::deadline::size_of(desired));
-    match super::deadline::within(limit, client.request_text(request)).await {
+    match super::deadline::within(super::deadline::LIMIT, client.request_text(request)).await {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(kube::Error::SerdeError),

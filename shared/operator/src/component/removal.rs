@@ -123,9 +123,9 @@ pub(super) async fn cleanup_component<C: Component>(
         )));
     }
     // What is still there of the list is what stays behind (an entry of a
-    // stale status may have been deleted by hand since).
-    // What this pass kept exists (it was just released); only what earlier
-    // passes kept is read again, not every retained CRD (up to 720 KB each).
+    // stale status may have been deleted by hand since). What this pass
+    // kept exists (it was just released): only earlier passes' entries are
+    // read again, not every retained CRD (up to 720 KB each).
     let mut kept = Vec::new();
     for r in released.iter() {
         let this_pass = outcome
