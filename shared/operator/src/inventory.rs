@@ -10,6 +10,19 @@ use kube::api::DynamicObject;
 
 use crate::labels;
 
+/// The keys of the labels every member carries (see `member_labels`): their
+/// values are the engine's own, never the bundle's or an override's.
+pub const MEMBER_LABEL_KEYS: [&str; 8] = [
+    labels::APPLYSET_PART_OF,
+    labels::MANAGED_BY,
+    labels::PART_OF,
+    labels::COMPONENT,
+    labels::INSTANCE,
+    labels::OWNER_NAMESPACE,
+    labels::OWNER_NAME,
+    labels::VERSION,
+];
+
 /// Identity of an inventory: its parent CR and the operator that manages it.
 #[derive(Clone, Debug)]
 pub struct Inventory {

@@ -6,7 +6,8 @@
 //! it), so a connection that stops answering would hold a reconcile, and
 //! its CR's status, forever. The API server ends every request that is not
 //! a watch itself after its `--request-timeout` (60 s by default, raised
-//! to 3 minutes on loaded test clusters) and answers 504, so a server that
+//! to 3 minutes on loaded test clusters; a write is cut sooner, at 34 s,
+//! whatever that flag says) and answers 504, so a server that
 //! is working, however loaded, always answers within that: the engine
 //! waits a little longer than the longest such limit, and its own limit
 //! only ends a connection that stopped answering.

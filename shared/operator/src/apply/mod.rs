@@ -135,12 +135,13 @@ pub struct Engine {
     large_writes: Arc<tokio::sync::Semaphore>,
 }
 
-/// Objects this large (KServe's and Knative's CRDs, up to 720 KB) are
-/// written one at a time. A server-side apply of one costs the API server
-/// seconds of CPU; sent side by side on a loaded server, three of them each
-/// ran past the server's 60 s limit, all three failed with 504, and every
-/// retry did the same (seen in CI: Serving's upgrade never finished). One
-/// at a time, each finishes.
+/// Objects this large (KServe's, Spark's and Knative's CRDs, up to 780 KB)
+/// are sent one at a time, dry runs included. A server-side apply of one
+/// costs the API server 3 to 5 s of CPU whether or not it is a dry run, and
+/// the server cuts every write at 34 s whatever its request limit: sent side
+/// by side on a loaded server, three such dry runs each ran past it, all
+/// three failed with 504, and every retry did the same (seen in CI:
+/// Serving's install never finished). One at a time, each finishes.
 const LARGE_WRITE_BYTES: usize = 128 * 1024;
 
 impl Engine {

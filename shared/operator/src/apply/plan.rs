@@ -34,6 +34,12 @@ pub(super) struct Planned {
     /// Why the live object must be written, decided when it was read (see
     /// `diff`); None: it need not be, or it was not read.
     pub(super) why: Option<diff::Why>,
+    /// A CRD whose only difference from live is in the labels every member
+    /// carries (one being adopted again after a release): the engine's own
+    /// label values cannot make the server refuse it, so it needs no dry
+    /// run, which would cost the server as much as the write (3 to 5 s of
+    /// CPU for KServe's 780 KB CRDs).
+    pub(super) labels_only: bool,
     /// Fields another manager added where the object is enforced whole
     /// (see `whole`), as JSON pointers into the live object read, removed
     /// before the object is written.
@@ -117,8 +123,8 @@ impl Engine {
             // The write decision is made as soon as an object is read, and
             // only its slim copy is kept: a CRD-heavy bundle's live schemas
             // would otherwise all be in memory at once.
-            let (live, why, remove) = match (&resolved, known) {
-                (_, Some(known)) => (Some(known), None, Vec::new()),
+            let (live, why, remove, labels_only) = match (&resolved, known) {
+                (_, Some(known)) => (Some(known), None, Vec::new(), false),
                 (Some(r), None) => match self.read_live(r, &desired).await? {
                     Some(live) => {
                         keep_grown_volume(&mut desired, &live);
@@ -128,6 +134,10 @@ impl Engine {
                                 super::whole::removals(&live, d, &self.manager),
                             )
                         });
+                        let labels_only = why.is_some()
+                            && remove.is_empty()
+                            && kind(&desired) == "CustomResourceDefinition"
+                            && same_but_member_labels(&desired, &live, &self.manager);
                         // A field someone added where the object's meaning is
                         // its whole content is drift though ours agree.
                         let why = why.or_else(|| {
@@ -149,11 +159,11 @@ impl Engine {
                         });
                         // An object opted out of repair has no reason to be written.
                         let why = why.filter(|_| !skip_reconcile(&slim));
-                        (Some(slim), why, remove)
+                        (Some(slim), why, remove, labels_only)
                     }
-                    None => (None, None, Vec::new()),
+                    None => (None, None, Vec::new(), false),
                 },
-                (None, None) => (None, None, Vec::new()),
+                (None, None) => (None, None, Vec::new(), false),
             };
             Ok::<_, ApplyError>(Planned {
                 desired,
@@ -163,6 +173,7 @@ impl Engine {
                 unchanged,
                 proven,
                 why,
+                labels_only,
                 remove,
             })
         }))
@@ -231,6 +242,18 @@ pub(super) fn write_reasons(planned: &[Planned]) -> BTreeMap<ObjectKey, diff::Wh
         .collect()
 }
 
+/// Whether `desired` asks nothing of `live` beyond the labels every member
+/// carries.
+fn same_but_member_labels(desired: &DynamicObject, live: &Value, manager: &str) -> bool {
+    let mut bare = desired.clone();
+    if let Some(l) = bare.metadata.labels.as_mut() {
+        for key in inventory::MEMBER_LABEL_KEYS {
+            l.remove(key);
+        }
+    }
+    with_value(&mut bare, |d| diff::write_reason(d, live, manager)).is_none()
+}
+
 /// The writes to dry-run before any is made: those whose kind is served,
 /// except objects in a namespace this apply creates (not there to dry-run
 /// in) and custom resources whose CRD this apply writes (the server would
@@ -251,6 +274,7 @@ pub(super) fn to_dry_run<'a>(planned: &'a [Planned], decisions: &Decisions) -> V
         // before needs no dry run; an edited one still does, since its live
         // state may refuse the desired one (then it is recreated).
         .filter(|p| !(p.proven && p.live.is_none()))
+        .filter(|p| !p.labels_only)
         .filter(|p| {
             !p.desired
                 .metadata
@@ -300,5 +324,47 @@ impl GroupKinds {
 
     pub(super) fn union(&self) -> BTreeSet<String> {
         self.old.union(&self.new).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(labels: Value, spec: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com", "labels": labels}, "spec": spec,
+        }))
+        .expect("crd")
+    }
+
+    #[test]
+    fn a_released_crd_adopted_again_differs_only_in_member_labels() {
+        let spec = json!({"group": "example.com", "scope": "Namespaced"});
+        let desired = crd(
+            json!({"applyset.kubernetes.io/part-of": "applyset-x", "components.kubeflow.org/component": "serving", "app": "x"}),
+            spec.clone(),
+        );
+        let released = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com", "labels": {"app": "x"}},
+            "spec": spec,
+        });
+        assert!(same_but_member_labels(&desired, &released, "m"));
+        // A label of the bundle's, or the spec, still needs its dry run.
+        let other_label = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com", "labels": {}},
+            "spec": {"group": "example.com", "scope": "Namespaced"},
+        });
+        assert!(!same_but_member_labels(&desired, &other_label, "m"));
+        let other_spec = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com", "labels": {"app": "x"}},
+            "spec": {"group": "example.com", "scope": "Cluster"},
+        });
+        assert!(!same_but_member_labels(&desired, &other_spec, "m"));
     }
 }

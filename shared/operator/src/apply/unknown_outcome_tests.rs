@@ -79,6 +79,7 @@ fn planned() -> Planned {
         unchanged: false,
         proven: false,
         why: None,
+        labels_only: false,
         remove: Vec::new(),
     }
 }

@@ -115,13 +115,6 @@ impl Engine {
             return Ok((p, None));
         }
         let recreate = decisions.recreate.contains_key(&p.key());
-        // Held until this object's writes are done; a closed semaphore
-        // (never closed) would only mean no wait.
-        let _large = if super::deadline::size_of(&p.desired) >= super::LARGE_WRITE_BYTES {
-            self.large_writes.acquire().await.ok()
-        } else {
-            None
-        };
         if !recreate && !p.remove.is_empty() {
             self.remove_fields(&p).await?;
         }
@@ -300,6 +293,13 @@ impl Engine {
         };
         let mut params = PatchParams::apply(&self.manager).force();
         params.dry_run = dry_run;
+        // Held for this request only: a dry run costs the server as much as
+        // the write. A closed semaphore (never closed) would mean no wait.
+        let _large = if super::deadline::size_of(&p.desired) >= super::LARGE_WRITE_BYTES {
+            self.large_writes.acquire().await.ok()
+        } else {
+            None
+        };
         responses::apply(&self.client, resolved, &p.desired, &params)
             .await
             .map_err(|source| classify("apply", &p.desired, source))
