@@ -90,8 +90,10 @@ impl Demo {
             .envs(env.iter().copied())
             .env("KUBEFLOW_DEMO_STATE", &self.state)
             .env("KUBEFLOW_DEMO_PORT_BASE", self.port_base.to_string())
-            // Fail when nothing moves for 3 minutes, and in any case after 15.
-            .env("KUBEFLOW_DEMO_STALL", "180")
+            // Fail when nothing moves for 5 minutes (the default a user
+            // gets), and in any case after 15: on the CI machine a loaded
+            // API server kept Serving without news for over 3.
+            .env("KUBEFLOW_DEMO_STALL", "300")
             .env("KUBEFLOW_DEMO_TIMEOUT", "900")
             .env("MANIFESTS_DIR", crate::manifests_dir())
             .output()
