@@ -203,7 +203,7 @@ pub async fn sweep(client: &Client, kinds: &[&str], components: &[&str]) {
         let crds = crds.clone();
         async move {
             let _ = crds.delete(name, &DeleteParams::background()).await;
-            wait_gone(&crds, name, std::time::Duration::from_secs(60)).await;
+            wait_gone(&crds, name, CRD_DELETION_TIMEOUT).await;
         }
     }))
     .await;
@@ -272,7 +272,7 @@ pub async fn delete_crds_of(client: &Client, group_suffix: &str) {
         let _ = crds
             .delete(&name, &kube::api::DeleteParams::default())
             .await;
-        wait_gone(&crds, &name, Duration::from_secs(90)).await;
+        wait_gone(&crds, &name, CRD_DELETION_TIMEOUT).await;
     }
 }
 
@@ -378,6 +378,12 @@ pub const ALL_COMPONENTS: [&str; 15] = [
 /// removal's own behaviour says so with its own limit; the others only
 /// leave nothing behind.
 pub const REMOVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a test waits for a CRD it deleted to be gone: the API server
+/// first deletes every object of its kind. Seconds on an idle cluster; one
+/// of KServe's 780 KB CRDs took over 60 s in CI (two control planes on two
+/// cores).
+pub const CRD_DELETION_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Waits until the named object no longer exists.
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration)

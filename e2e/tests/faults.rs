@@ -67,8 +67,12 @@ async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash()
         training.is_running() && training.pid() == pid,
         "the operator survived"
     );
+    // Each watch retries at most 5 s apart (`watches::WatchBackoff`), then
+    // lists and reconciles: seconds on an idle machine, and 11 s once in CI
+    // with two control planes on two cores. What is promised is recovery
+    // without a restart, within the backoff's cap and a loaded pass or two.
     assert!(
-        since_return < Duration::from_secs(10),
+        since_return < Duration::from_secs(20),
         "repairs took {since_return:?} after the API server returned"
     );
 
