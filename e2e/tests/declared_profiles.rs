@@ -1,19 +1,23 @@
 //! Declared Profiles are watched as the cluster-scoped kind they are, also
 //! where the operator installs only into allowed namespaces (as the chart
 //! runs it): a watch of them per namespace never saw one, so an owner edit
-//! or a deletion waited for the 10-minute resync.
+//! or a deletion waited for the 10-minute resync. Under the chart's policy
+//! a declared Profile cannot be deleted at all (its namespace would go with
+//! it); taken off the list, it is released and can be.
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
+use kube::api::PostParams;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     chart_namespaces, component_api, install_bundle_crds, merge, wait_condition, wait_gone,
 };
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -33,6 +37,11 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml").await;
     let all_profiles = profiles(&client);
+    // An earlier run's policy, profile and its namespace.
+    ChartPolicy::remove();
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(PROFILE, &DeleteParams::background())
+        .await;
     // An earlier run's profile (kept on removal, as declared profiles are).
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     if crds
@@ -96,7 +105,137 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     let took = start.elapsed();
     assert!(took < Duration::from_secs(1), "the profile took {took:?}");
 
+    // With the chart's policy in force, deleting it is refused, and the
+    // namespace the profile controller made of it stays with what is in it.
+    let _policy = ChartPolicy::install(&client).await;
+    let profile = all_profiles.get(PROFILE).await.expect("profile");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let owned = namespaces
+        .create(&PostParams::default(), &profile_namespace(&profile))
+        .await
+        .expect("the profile's namespace");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), PROFILE);
+    let data = configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "user-data"}, "data": {"a": "b"}}))
+                .expect("configmap"),
+        )
+        .await
+        .expect("a user's object");
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::background()
+    };
+    wait_for("the policy in force", TIMEOUT, || async {
+        all_profiles
+            .delete(PROFILE, &dry_run)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    for params in [DeleteParams::background(), DeleteParams::foreground()] {
+        let refused = all_profiles
+            .delete(PROFILE, &params)
+            .await
+            .expect_err("the deletion of a declared profile refused")
+            .to_string();
+        for needle in [
+            format!("Profile {PROFILE}"),
+            format!("Dashboard {}/kubeflow", ns.name),
+            "spec.profiles".to_string(),
+        ] {
+            assert!(refused.contains(&needle), "{needle:?} not in {refused}");
+        }
+    }
+    // Garbage collection would have begun at once: a second is plenty.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = all_profiles.get(PROFILE).await.expect("profile");
+    assert_eq!(still.uid(), profile.uid());
+    assert!(still.metadata.deletion_timestamp.is_none());
+    let ns_now = namespaces.get(PROFILE).await.expect("namespace");
+    assert_eq!(ns_now.uid(), owned.uid());
+    assert!(ns_now.metadata.deletion_timestamp.is_none());
+    assert_eq!(
+        configmaps.get("user-data").await.expect("user data").uid(),
+        data.uid()
+    );
+
+    // Taken off the list, it is released: the policy lets its deletion by.
+    merge(&dashboards, "kubeflow", json!({"spec": {"profiles": []}})).await;
+    wait_for("the profile released", TIMEOUT, || async {
+        let p = all_profiles.get(PROFILE).await.ok()?;
+        (!p.labels()
+            .contains_key("components.kubeflow.org/owner-name"))
+        .then_some(())
+    })
+    .await;
+    all_profiles
+        .delete(PROFILE, &DeleteParams::background())
+        .await
+        .expect("a released profile is deleted");
+
     kubeflow_e2e::component::delete_and_wait(&dashboards, "kubeflow", TIMEOUT).await;
     let _ = all_profiles.delete(PROFILE, &DeleteParams::default()).await;
+    let _ = namespaces.delete(PROFILE, &DeleteParams::default()).await;
     ns.delete().await;
+}
+
+/// The namespace the profile controller makes of a Profile: owned by it,
+/// so deleting the Profile deletes the namespace.
+fn profile_namespace(profile: &DynamicObject) -> Namespace {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": profile.name_any(),
+            "ownerReferences": [{
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "Profile",
+                "name": profile.name_any(),
+                "uid": profile.uid(),
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+    }))
+    .expect("namespace")
+}
+
+/// The chart's policy keeping declared Profiles from deletion, as `helm
+/// template` renders it. Removed when dropped, even by a failing test, so
+/// no other test meets it.
+struct ChartPolicy;
+
+const POLICY: &str = "kf-declared-profiles";
+
+impl ChartPolicy {
+    async fn install(client: &kube::Client) -> ChartPolicy {
+        let objects = kubeflow_e2e::chart::template(&[]).expect("helm template");
+        let policy: Vec<String> = objects
+            .iter()
+            .filter(|o| o.metadata.name.as_deref() == Some(POLICY))
+            .map(|o| serde_json::to_string(o).expect("json"))
+            .collect();
+        assert_eq!(policy.len(), 2, "the chart's policy and its binding");
+        apply_yaml(client, "default", &policy.join("\n---\n")).await;
+        ChartPolicy
+    }
+
+    fn remove() {
+        for kind in [
+            "validatingadmissionpolicybinding",
+            "validatingadmissionpolicy",
+        ] {
+            run_tool(
+                "kubectl",
+                &["delete", kind, POLICY, "--ignore-not-found", "--wait=false"],
+            );
+        }
+    }
+}
+
+impl Drop for ChartPolicy {
+    fn drop(&mut self) {
+        ChartPolicy::remove();
+    }
 }

@@ -127,10 +127,12 @@ impl Chart {
             .collect()
     }
 
-    /// The ValidatingAdmissionPolicies (and bindings) that let each operator
-    /// create cluster-scoped objects only under its bundles' names. OLM
-    /// cannot install them; they match the operator's ServiceAccount in any
-    /// namespace, since the namespace OLM installs into is chosen at install.
+    /// The ValidatingAdmissionPolicies (and bindings): those that let each
+    /// operator create cluster-scoped objects only under its bundles' names
+    /// or pin what it writes, and the one that keeps declared Profiles from
+    /// deletion by anyone but the Dashboard operator. OLM cannot install
+    /// them; they match the operator's ServiceAccount in any namespace,
+    /// since the namespace OLM installs into is chosen at install.
     pub fn admission_policies(&self) -> Vec<Value> {
         let mut out = Vec::new();
         for o in &self.objects {
@@ -147,10 +149,19 @@ impl Chart {
                                     .ends_with(&format!(":{}'", op.service_account))
                             });
                             if let Some(op) = sa {
-                                c["expression"] = Value::String(format!(
+                                // OLM picks the namespace at install: the
+                                // account is matched by its name alone.
+                                let is_operator = format!(
                                     "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':{}')",
                                     op.service_account
-                                ));
+                                );
+                                let exempts = str_at(c, "/expression")
+                                    .starts_with("request.userInfo.username != ");
+                                c["expression"] = Value::String(if exempts {
+                                    format!("!({is_operator})")
+                                } else {
+                                    is_operator
+                                });
                             }
                         }
                     }
@@ -187,4 +198,54 @@ pub fn file_name(o: &Value) -> String {
         api_version,
         kind(o).to_lowercase()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart_with(policy: Value) -> Chart {
+        Chart {
+            operators: vec![Operator {
+                component: "dashboard".into(),
+                deployment: json!({}),
+                service_account: "kubeflow-dashboard-operator".into(),
+                cluster_rules: vec![],
+                namespaced_rules: vec![],
+            }],
+            objects: vec![policy],
+        }
+    }
+
+    fn condition(expression: &str) -> String {
+        let policy = json!({
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": "p"},
+            "spec": {"matchConditions": [{"name": "c", "expression": expression}]},
+        });
+        let out = chart_with(policy).admission_policies();
+        str_at(&out[0], "/spec/matchConditions/0/expression").to_string()
+    }
+
+    #[test]
+    fn an_operator_condition_matches_its_account_in_any_namespace() {
+        let is = condition(
+            "request.userInfo.username == 'system:serviceaccount:kubeflow-system:kubeflow-dashboard-operator'",
+        );
+        assert_eq!(
+            is,
+            "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':kubeflow-dashboard-operator')"
+        );
+    }
+
+    #[test]
+    fn an_exemption_of_the_operator_stays_an_exemption() {
+        let not = condition(
+            "request.userInfo.username != 'system:serviceaccount:kubeflow-system:kubeflow-dashboard-operator'",
+        );
+        assert_eq!(
+            not,
+            "!(request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':kubeflow-dashboard-operator'))"
+        );
+    }
 }
