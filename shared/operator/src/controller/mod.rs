@@ -153,6 +153,9 @@ pub trait Reconciler: Send + Sync + 'static {
 pub struct Skeleton<R: Reconciler> {
     reconciler: R,
     memory: Memory<ObjectRef<R::Resource>>,
+    /// The CRs whose series the metrics export, to drop those of CRs that
+    /// are gone (see `sweep_gone`).
+    exported: std::sync::Mutex<std::collections::HashSet<ObjectRef<R::Resource>>>,
 }
 
 impl<R: Reconciler> Skeleton<R> {
@@ -161,6 +164,7 @@ impl<R: Reconciler> Skeleton<R> {
         Skeleton {
             reconciler,
             memory: Memory::default(),
+            exported: Default::default(),
         }
     }
 
@@ -302,13 +306,7 @@ impl<R: Reconciler> Skeleton<R> {
             tracing::info!("nothing was applied: took the cleanup finalizer off");
         }
         if cr.meta().deletion_timestamp.is_some() {
-            let key = ObjectRef::from_obj(cr.as_ref());
-            self.memory.forget(&key);
-            self.reconciler.forget(&key);
-            let kind = R::Resource::kind(&());
-            self.tools()
-                .metrics
-                .forget_component(&self.gauge_ref(&kind, &cr));
+            self.forget_gone(&ObjectRef::from_obj(cr.as_ref()));
             return Ok(Action::await_change());
         }
         self.apply(&cr).await
@@ -371,12 +369,7 @@ impl<R: Reconciler> Skeleton<R> {
         match self.reconciler.cleanup(cr, &mut status).await {
             Ok(()) => {
                 // Removed: nothing of the CR is remembered any more.
-                self.memory.forget(&key);
-                self.reconciler.forget(&key);
-                let kind = R::Resource::kind(&());
-                self.tools()
-                    .metrics
-                    .forget_component(&self.gauge_ref(&kind, cr));
+                self.forget_gone(&key);
                 self.count("success");
                 Ok(Action::await_change())
             }
@@ -528,6 +521,9 @@ impl<R: Reconciler> Skeleton<R> {
     }
 
     fn gauges(&self, cr: &R::Resource, status: &StatusOf<R>) {
+        if let Ok(mut e) = self.exported.lock() {
+            e.insert(ObjectRef::from_obj(cr));
+        }
         let ready = conditions::get(status.conditions(), READY).is_some_and(|c| c.status == "True");
         let kind = R::Resource::kind(&());
         self.tools().metrics.record_component(
@@ -537,6 +533,40 @@ impl<R: Reconciler> Skeleton<R> {
             status.conditions(),
         );
         self.reconciler.record(cr, status);
+    }
+
+    /// Drops what is remembered and exported of the CRs the controller's
+    /// cache no longer holds. A CR that carried no finalizer (refused with
+    /// nothing applied, so its deletion is not held up) is gone before any
+    /// reconcile sees its deletion: the controller does not reconcile
+    /// deletions. Without this its readiness series would stay at 0 and
+    /// keep the not-ready alert firing for a resource that no longer
+    /// exists. `exists` answers from the cache.
+    pub fn sweep_gone(&self, exists: impl Fn(&ObjectRef<R::Resource>) -> bool) {
+        let gone: Vec<ObjectRef<R::Resource>> = match self.exported.lock() {
+            Ok(e) => e.iter().filter(|k| !exists(k)).cloned().collect(),
+            Err(_) => return,
+        };
+        for key in gone {
+            self.forget_gone(&key);
+        }
+    }
+
+    /// Forgets a CR that is gone (or whose removal is done): its memory,
+    /// the reconciler's, its series.
+    fn forget_gone(&self, key: &ObjectRef<R::Resource>) {
+        if let Ok(mut e) = self.exported.lock() {
+            e.remove(key);
+        }
+        self.memory.forget(key);
+        self.reconciler.forget(key);
+        let kind = R::Resource::kind(&());
+        self.tools().metrics.forget_component(&ComponentRef {
+            controller: &self.tools().name,
+            kind: &kind,
+            namespace: key.namespace.as_deref().unwrap_or_default(),
+            name: &key.name,
+        });
     }
 
     /// Counts a failure for the backoff: the delay before the next try. A
@@ -563,6 +593,10 @@ impl<R: Reconciler> Skeleton<R> {
     }
 }
 
+/// How often the series of deleted CRs are looked for (an in-memory pass
+/// over the CRs with series, against the controller's cache).
+const GONE_SWEEP: Duration = Duration::from_secs(5);
+
 /// Runs `controller` (its watches set up by the caller) with the skeleton
 /// around `reconciler` until SIGTERM or loss of leadership, then gives the
 /// Lease up.
@@ -577,6 +611,15 @@ pub async fn run<R: Reconciler>(
         rt.probe.clone(),
     );
     tracing::info!(operator = %rt.name, "starting controller");
+    let cache = controller.store();
+    let sweeper = skeleton.clone();
+    let sweep = tokio::spawn(async move {
+        let mut every = tokio::time::interval(GONE_SWEEP);
+        loop {
+            every.tick().await;
+            sweeper.sweep_gone(|key| cache.get(key).is_some());
+        }
+    });
     controller
         .graceful_shutdown_on(rt.shutdown())
         .run(
@@ -586,5 +629,6 @@ pub async fn run<R: Reconciler>(
         )
         .for_each(|_| futures::future::ready(()))
         .await;
+    sweep.abort();
     rt.release().await;
 }

@@ -580,3 +580,37 @@ async fn a_failure_is_in_the_status_while_the_rest_of_the_pass_goes_on() {
     assert!(condition_message(writes[0], READY).contains("tfjobs.kubeflow.org"));
     assert_eq!(events(&seen).len(), 0, "once is weather: no Event");
 }
+
+#[tokio::test]
+async fn a_resource_deleted_without_a_last_reconcile_leaves_no_series_and_no_memory() {
+    let cr = training(None, false);
+    let (s, _seen) = skeleton(vec![Err(refusal())], &cr);
+    let _ = reconcile(&s, &cr).await;
+    // Counted without asking for the series by its labels (which would
+    // make it).
+    let exported = |s: &Skeleton<Scripted>| {
+        use prometheus::core::Collector;
+        s.tools()
+            .metrics
+            .component_ready
+            .collect()
+            .iter()
+            .map(|f| f.get_metric().len())
+            .sum::<usize>()
+    };
+    assert_eq!(
+        exported(&s),
+        1,
+        "the refused resource's readiness is exported"
+    );
+    s.sweep_gone(|_| true);
+    assert_eq!(exported(&s), 1, "still in the cache: kept");
+    s.sweep_gone(|_| false);
+    assert_eq!(exported(&s), 0, "no series of a resource that is gone");
+    assert_eq!(s.remembered(), 0);
+    assert_eq!(
+        *s.reconciler().forgotten.lock().expect("lock"),
+        ["kubeflow"],
+        "the reconciler was told to forget it"
+    );
+}
