@@ -17,6 +17,7 @@ pub mod repair;
 pub mod rotator;
 pub mod stall;
 pub mod upstream;
+pub mod user_objects;
 pub mod wait;
 
 use std::path::{Path, PathBuf};

@@ -1,13 +1,21 @@
 //! The demo's path, end to end: the chart installed into a namespace that
 //! enforces restricted Pod Security, the operators running as the chart's
-//! ServiceAccounts, the example Kubeflow CR Ready with six components; then a
-//! component removed, the CR deleted, the chart uninstalled, and nothing of
-//! the project left but retained CRDs.
+//! ServiceAccounts, the example Kubeflow CR Ready at 26.03 with every
+//! component; the upgrade to 26.03.1 with live user objects (kept with
+//! their uids and never written by an operator; JobSet's controller
+//! Deployment and KServe's `llmisvc-manager-rolebinding`, whose immutable
+//! fields change, recreated with an Event saying why; the Istio move
+//! flagged; every child at its new version; the Model Registry's MySQL
+//! volume released with the password that opens it); then a component
+//! removed, the CR deleted, the chart uninstalled, and nothing of the
+//! project left but retained CRDs.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::ResourceExt;
 use kube::api::Api;
 use kubeflow_e2e::component::{
     ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, merge, prepare, wait_gone,
@@ -15,8 +23,9 @@ use kubeflow_e2e::component::{
 use kubeflow_e2e::demo::{
     COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
 };
+use kubeflow_e2e::user_objects;
 use kubeflow_e2e::wait::wait_for;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// Every object of every listable kind carrying `selector`, as `kind/name` lines.
@@ -138,7 +147,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
             format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}-{c}-operator")
         );
         // No way to cluster-admin, and nothing outside what it manages
-        // (`reach.rs` tries every token on every dangerous request).
+        // (`installed/reach.rs` tries every token on every dangerous request).
         for (verb, what) in [
             ("escalate", "clusterroles/cluster-admin"),
             ("bind", "clusterroles/cluster-admin"),
@@ -147,7 +156,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
             // Upstream's profile controller runs bound to cluster-admin: the
             // Dashboard operator may bind that role by name, and admission
             // holds the one binding it may write to the bundle's subject
-            // (`reach.rs` tries binding it to the operator itself).
+            // (`installed/reach.rs` tries binding it to the operator itself).
             let expected = if c == "dashboard" && verb == "bind" {
                 "yes"
             } else {
@@ -275,6 +284,23 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         "the wait ended before the trainer came back:\n{printed}"
     );
 
+    // The users' objects, which the upgrade must leave as they are, and
+    // two objects it must recreate (immutable fields change).
+    user_objects::create(&client, KUBEFLOW_NAMESPACE).await;
+    let before = user_objects::state(&client, KUBEFLOW_NAMESPACE).await;
+    let deployments_kf: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
+    let jobset_uid = deployments_kf
+        .get("jobset-controller-manager")
+        .await
+        .expect("JobSet's controller")
+        .uid();
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding_uid = bindings
+        .get("llmisvc-manager-rolebinding")
+        .await
+        .expect("KServe's binding")
+        .uid();
+
     // The upgrade as the docs give it: the user sees the new release.
     let shown = demo.upgrade("26.03.1");
     let row = shown
@@ -285,6 +311,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         row.contains("26.03.1") && row.contains("Ready") && row.contains("14/14"),
         "kubectl get kubeflow after the upgrade:\n{shown}"
     );
+    upgraded_as_it_must(&client, &before, jobset_uid, binding_uid).await;
 
     // Removing one component through the Kubeflow CR removes it alone.
     merge(
@@ -383,4 +410,168 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     ] {
         assert!(crds.contains(crd), "{crd} was not retained");
     }
+}
+
+/// What the upgrade to 26.03.1 must have done beyond reaching Ready: the
+/// Istio move flagged at its start; every child at its new version and
+/// nothing held back; the users' objects the same and never written by an
+/// operator; the Model Registry's MySQL volume released with the password
+/// that opens it; what the API server will not change in place recreated,
+/// with an Event saying why.
+async fn upgraded_as_it_must(
+    client: &kube::Client,
+    before: &[(String, Option<String>, Vec<String>)],
+    jobset_uid: Option<String>,
+    binding_uid: Option<String>,
+) {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
+    let notes_of = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter(|e| e.reason.as_deref() == Some(reason))
+                        .filter_map(|e| e.note)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        }
+    };
+    let started = notes_of("UpgradeStarted").await;
+    assert!(
+        started
+            .iter()
+            .any(|n| n.contains("to 26.03.1") && n.contains("1.28.0 -> 1.30.1")),
+        "the start names the Istio images' two-minor move: {started:?}"
+    );
+
+    for (kind, version) in [
+        ("Trainer", "v2.2.0"),
+        ("Pipelines", "2.16.1"),
+        ("Serving", "v0.18.0"),
+        ("Istio", "1.30.1"),
+        ("CertManager", "v1.20.2"),
+        ("Notebooks", "v1.11.0"),
+        ("Katib", "v0.19.0"),
+        ("ModelRegistry", "v0.3.9"),
+        ("Spark", "2.5.0"),
+        ("Knative", "v1.22.0"),
+        ("Auth", "v7.15.2"),
+        ("Dashboard", "v2.0.0"),
+    ] {
+        let child = component_api(client, KUBEFLOW_NAMESPACE, kind)
+            .get("kubeflow")
+            .await
+            .expect("child");
+        assert_eq!(
+            child.data.pointer("/status/version"),
+            Some(&Value::from(version)),
+            "{kind}"
+        );
+        // Nothing held back (a CRD or claim refusing the new state would be).
+        assert_eq!(
+            condition(&child, "Degraded").map(|c| c.0).as_deref(),
+            Some("False"),
+            "{kind}: {:?}",
+            condition(&child, "Degraded")
+        );
+    }
+
+    let after = user_objects::state(client, KUBEFLOW_NAMESPACE).await;
+    for ((kind, uid, writers), (_, uid_before, _)) in after.iter().zip(before) {
+        assert_eq!(uid, uid_before, "{kind} kept");
+        let ours: Vec<&String> = writers
+            .iter()
+            .filter(|w| {
+                COMPONENTS
+                    .iter()
+                    .any(|c| **w == format!("kubeflow-{c}-operator"))
+            })
+            .collect();
+        assert!(ours.is_empty(), "{kind} written by {ours:?}");
+    }
+
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
+    let mysql = claims
+        .get("metadata-mysql")
+        .await
+        .expect("MySQL's volume is kept");
+    assert!(
+        !mysql
+            .labels()
+            .contains_key("applyset.kubernetes.io/part-of"),
+        "released: no inventory holds it"
+    );
+    claims
+        .get("metadata-postgres")
+        .await
+        .expect("PostgreSQL's volume");
+    let registry = component_api(client, KUBEFLOW_NAMESPACE, "ModelRegistry")
+        .get("kubeflow")
+        .await
+        .expect("the ModelRegistry");
+    assert!(
+        registry.data["status"]["released"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["name"] == "metadata-mysql"),
+        "{}",
+        registry.data["status"]
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
+    let keys: Vec<String> = secrets
+        .get("model-registry-db-secrets")
+        .await
+        .expect("the registry's password")
+        .data
+        .unwrap_or_default()
+        .into_keys()
+        .collect();
+    for key in ["MYSQL_ROOT_PASSWORD", "POSTGRES_PASSWORD"] {
+        assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+    }
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), KUBEFLOW_NAMESPACE);
+    let jobset = deployments
+        .get("jobset-controller-manager")
+        .await
+        .expect("JobSet's controller");
+    assert_ne!(jobset.uid(), jobset_uid, "recreated for its new selector");
+    assert_eq!(
+        jobset
+            .spec
+            .and_then(|s| s.selector.match_labels)
+            .map(|l| l.len()),
+        Some(4)
+    );
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding = bindings
+        .get("llmisvc-manager-rolebinding")
+        .await
+        .expect("KServe's binding");
+    assert_ne!(binding.uid(), binding_uid, "recreated for its new roleRef");
+    assert_eq!(binding.role_ref.name, "kserve-llmisvc-manager-role");
+    let notes = wait_for("the ObjectRecreated Events", TIMEOUT, || async {
+        let notes = notes_of("ObjectRecreated").await;
+        (notes
+            .iter()
+            .any(|n| n.contains("jobset-controller-manager"))
+            && notes
+                .iter()
+                .any(|n| n.contains("llmisvc-manager-rolebinding")))
+        .then_some(notes)
+    })
+    .await;
+    assert!(
+        notes
+            .iter()
+            .all(|n| n.contains("could not take the desired state (")),
+        "each names the API server's refusal: {notes:?}"
+    );
 }
