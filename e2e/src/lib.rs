@@ -293,6 +293,20 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
+/// Deletes a ValidatingAdmissionPolicy and its binding of the same name, if
+/// there (from a guard's `Drop`, so no other test meets a test's policy).
+pub fn remove_admission_policy(name: &str) {
+    for kind in [
+        "validatingadmissionpolicybinding",
+        "validatingadmissionpolicy",
+    ] {
+        run_tool(
+            "kubectl",
+            &["delete", kind, name, "--ignore-not-found", "--wait=false"],
+        );
+    }
+}
+
 /// Runs a control-plane binary (kubectl, helm) against the test cluster.
 pub fn run_tool(tool: &str, args: &[&str]) -> std::process::Output {
     Command::new(bin_dir().join(tool))

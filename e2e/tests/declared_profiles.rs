@@ -17,7 +17,7 @@ use kubeflow_e2e::component::{
     chart_namespaces, component_api, install_bundle_crds, merge, wait_condition, wait_gone,
 };
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
+use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -222,15 +222,7 @@ impl ChartPolicy {
     }
 
     fn remove() {
-        for kind in [
-            "validatingadmissionpolicybinding",
-            "validatingadmissionpolicy",
-        ] {
-            run_tool(
-                "kubectl",
-                &["delete", kind, POLICY, "--ignore-not-found", "--wait=false"],
-            );
-        }
+        kubeflow_e2e::remove_admission_policy(POLICY);
     }
 }
 

@@ -102,15 +102,7 @@ impl Freezer {
 
 impl Drop for Freezer {
     fn drop(&mut self) {
-        for kind in [
-            "validatingadmissionpolicybinding",
-            "validatingadmissionpolicy",
-        ] {
-            run_tool(
-                "kubectl",
-                &["delete", kind, POLICY, "--ignore-not-found", "--wait=false"],
-            );
-        }
+        kubeflow_e2e::remove_admission_policy(POLICY);
     }
 }
 
