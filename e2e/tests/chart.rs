@@ -218,7 +218,7 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
             // The Dashboard's declared contributors: bindings and Istio
             // policies in profile namespaces, made at run time, so granted
             // cluster-wide and held by its pins (checked below; tried as
-            // its token in reach.rs).
+            // its token in installed/reach.rs).
             let tenant = name.ends_with("-dashboard-operator")
                 && resources
                     .iter()

@@ -3,25 +3,23 @@
 //! namespace controller removes the operators' Roles there before the
 //! resources' finalizers run, and the cleanup must still finish (the
 //! cluster-scoped objects go by the operators' cluster rights; what was in
-//! the namespace goes with it). Only the kept CRDs remain.
+//! the namespace goes with it). Only the kept CRDs remain. The last flow
+//! on the shared install (see main.rs): it ends it.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, prepare, wait_gone};
-use kubeflow_e2e::demo::{
-    Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
-};
+use kubeflow_e2e::component::wait_gone;
+use kubeflow_e2e::demo::{Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok};
 use kubeflow_e2e::wait_for;
 
 const TIMEOUT: Duration = Duration::from_secs(240);
 
-#[tokio::test]
-async fn deleting_the_kubeflow_namespace_finishes_and_leaves_only_kept_crds() {
-    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
-    clear_leftovers(&client).await;
-    let (demo, _) = Demo::up("namespace-deletion", 16640);
+/// Deleting the namespace finishes and leaves only kept CRDs (and the
+/// declared profile); the install ends here.
+pub async fn check(client: &kube::Client, demo: Demo) {
+    let client = client.clone();
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces

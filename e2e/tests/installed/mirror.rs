@@ -1,17 +1,15 @@
-//! An air-gapped install: the `Kubeflow` CR at 26.03 with one mirror
-//! registry set, every operator running; Kubeflow becomes Ready and no
-//! object the project created (nor any pod its workloads run) names an image
-//! outside the mirror. A registry that is not one is refused by name.
+//! An air-gapped install: the shared install (see main.rs) moved to one
+//! mirror registry; Kubeflow is Ready again and no object the project
+//! created (nor any pod its workloads run) names an image outside the
+//! mirror. A registry that is not one is refused by name; a digest map that
+//! lacks images is refused naming them, and is watched.
 
 use std::time::Duration;
 
 use kube::api::DynamicObject;
-use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, merge, wait_condition,
-};
-use kubeflow_e2e::demo::{COMPONENTS, tool_ok};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{component_api, condition, merge, ready_at};
+use kubeflow_e2e::demo::{KUBEFLOW_NAMESPACE, tool_ok};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use kubeflow_operator::images;
 use serde_json::{Value, json};
 
@@ -57,55 +55,45 @@ fn deployment_image(namespace: &str, name: &str) -> String {
     )
 }
 
-#[tokio::test]
-async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
-    let (client, _g) = kubeflow_e2e::component::prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
-    let ns = TestNamespace::new(&client, "mirror").await;
-    let user = kubeflow_e2e::login::TestUser::random("user@example.com");
-    kubeflow_e2e::login::create_users_secret(&client, &ns.name, &[user]).await;
-    let _operators: Vec<OperatorProcess> = COMPONENTS
-        .iter()
-        .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
-        .collect();
-    let managed = "{managementState: Managed}";
-    let auth = kubeflow_e2e::login::AUTH_ENTRY;
-    apply_yaml(
-        &client,
-        &ns.name,
-        &format!(
-            "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {{name: kubeflow}}\nspec:\n  version: \"26.03\"\n  imageRegistry: {MIRROR}\n  components:\n    istio: {managed}\n    certManager: {managed}\n    {auth}\n    dashboard: {managed}\n    notebooks: {managed}\n    katib: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    modelRegistry: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    spark: {managed}\n    knative: {{managementState: Managed, spec: {{eventing: true}}}}\n    training: {managed}\n    trainer: {managed}\n    pipelines: {{managementState: Managed, spec: {{volumePolicy: Delete}}}}\n    serving: {managed}\n"
-        ),
-    )
-    .await;
-    let kfs = component_api(&client, &ns.name, "Kubeflow");
-    wait_condition(&kfs, "kubeflow", "Ready", "True", TIMEOUT).await;
+/// The shared install moved to the mirror: every image from it, and the
+/// refusals of a registry that is not one and of a digest map that lacks
+/// images. Leaves the mirror set (the flows after it look at no image).
+pub async fn check(client: &kube::Client) {
+    let ns = KUBEFLOW_NAMESPACE;
+    let kfs = component_api(client, ns, "Kubeflow");
+    merge(&kfs, "kubeflow", json!({"spec": {"imageRegistry": MIRROR}})).await;
+    ready_at(&kfs, "kubeflow", "26.03.1", TIMEOUT).await;
 
-    // What the project created, anywhere, and every pod in its namespaces.
-    let mut scanned = objects(&["-A", "-l", "components.kubeflow.org/component"]);
-    let namespaces: Vec<String> = std::iter::once(ns.name.clone())
+    // What the project created, anywhere, and every pod in its namespaces,
+    // once the rollouts are done (a pod of an old ReplicaSet may still be
+    // going).
+    let namespaces: Vec<String> = std::iter::once(ns.to_string())
         .chain(kubeflow_e2e::component::all_own_namespaces().map(String::from))
         .collect();
-    for namespace in namespaces.iter().map(String::as_str) {
-        scanned.extend(
-            objects(&["-n", namespace])
-                .into_iter()
-                .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod")),
-        );
-    }
-    let found = images::find(&scanned);
+    let scan = || {
+        let mut scanned = objects(&["-A", "-l", "components.kubeflow.org/component"]);
+        for namespace in namespaces.iter().map(String::as_str) {
+            scanned.extend(
+                objects(&["-n", namespace])
+                    .into_iter()
+                    .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod")),
+            );
+        }
+        images::find(&scanned)
+    };
+    let found = wait_for("every image from the mirror", TIMEOUT, || async {
+        let found = scan();
+        found
+            .iter()
+            .all(|f| f.image.starts_with(MIRROR))
+            .then_some(found)
+    })
+    .await;
     let listed = images::distinct(&found);
     assert!(listed.len() > 30, "only {} images found", listed.len());
-    let outside: Vec<&images::Found> = found
-        .iter()
-        .filter(|f| !f.image.starts_with(MIRROR))
-        .collect();
-    assert!(
-        outside.is_empty(),
-        "images outside the mirror: {outside:#?}"
-    );
 
     // A registry that is not one: refused by name, nothing changed.
-    let trainings = component_api(&client, &ns.name, "Training");
+    let trainings = component_api(client, ns, "Training");
     merge(
         &kfs,
         "kubeflow",
@@ -119,14 +107,14 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     })
     .await;
     assert!(message.contains("spec.imageRegistry"), "{message}");
-    let image = deployment_image(&ns.name, "training-operator");
+    let image = deployment_image(ns, "training-operator");
     assert!(image.starts_with(MIRROR), "unchanged: {image}");
 
     // Digests from a map that lacks some images: refused, naming them; nothing changes.
     let digest = format!("sha256:{}", "0".repeat(64));
     apply_yaml(
-        &client,
-        &ns.name,
+        client,
+        ns,
         &format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: digests}}\ndata:\n  digests: |\n    {image} {digest}\n"
         ),
@@ -138,7 +126,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
         json!({"spec": {"imageDigests": "digests", "components": {"training": {"spec": null}}}}),
     )
     .await;
-    let trainers = component_api(&client, &ns.name, "Trainer");
+    let trainers = component_api(client, ns, "Trainer");
     let message = wait_for(
         "the refusal of images without a digest",
         TIMEOUT,
@@ -155,12 +143,12 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     );
     // Training's one image is in the map: pinned.
     let pinned = wait_for("training's image pinned by digest", TIMEOUT, || async {
-        let image = deployment_image(&ns.name, "training-operator");
+        let image = deployment_image(ns, "training-operator");
         image.ends_with(&digest).then_some(image)
     })
     .await;
     assert!(pinned.starts_with(MIRROR), "{pinned}");
-    let unpinned = deployment_image(&ns.name, "kubeflow-trainer-controller-manager");
+    let unpinned = deployment_image(ns, "kubeflow-trainer-controller-manager");
     assert!(
         !unpinned.contains('@'),
         "the refused component changed: {unpinned}"
@@ -171,8 +159,8 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     let digest2 = format!("sha256:{}", "1".repeat(64));
     let unpinned_image = pinned.split('@').next().unwrap_or_default().to_string();
     apply_yaml(
-        &client,
-        &ns.name,
+        client,
+        ns,
         &format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: digests}}\ndata:\n  digests: |\n    {unpinned_image} {digest2}\n"
         ),
@@ -182,7 +170,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
         "the new digest applied",
         Duration::from_secs(10),
         || async {
-            deployment_image(&ns.name, "training-operator")
+            deployment_image(ns, "training-operator")
                 .ends_with(&digest2)
                 .then_some(())
         },
@@ -191,7 +179,7 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     // Deleted, the map stops nothing but what depends on it: the digests it
     // last held stay applied, Degraded says the map is missing, and a
     // deleted object of the component is still put back.
-    tool_ok_or_none(&["-n", &ns.name, "delete", "configmap", "digests"]);
+    tool_ok_or_none(&["-n", ns, "delete", "configmap", "digests"]);
     let message = wait_for("Degraded for the missing map", TIMEOUT, || async {
         let cr = trainings.get("kubeflow").await.ok()?;
         let (status, reason, message, _) = condition(&cr, "Degraded")?;
@@ -199,27 +187,16 @@ async fn with_a_mirror_set_kubeflow_is_ready_and_every_image_comes_from_it() {
     })
     .await;
     assert!(message.contains("last held"), "{message}");
-    tool_ok_or_none(&[
-        "-n",
-        &ns.name,
-        "delete",
-        "serviceaccount",
-        "training-operator",
-    ]);
+    tool_ok_or_none(&["-n", ns, "delete", "serviceaccount", "training-operator"]);
     wait_for("the ServiceAccount put back", TIMEOUT, || async {
-        tool_ok_or_none(&["-n", &ns.name, "get", "serviceaccount", "training-operator"])
+        tool_ok_or_none(&["-n", ns, "get", "serviceaccount", "training-operator"])
     })
     .await;
     assert!(
-        deployment_image(&ns.name, "training-operator").ends_with(&digest2),
+        deployment_image(ns, "training-operator").ends_with(&digest2),
         "the digest last read stays"
     );
 
-    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
-    // The components' own namespaces are released, not deleted, with the
-    // components: this test made them, so it removes them.
-    for own in kubeflow_e2e::component::all_own_namespaces() {
-        let _ = tool_ok_or_none(&["delete", "namespace", own, "--wait=true"]);
-    }
-    ns.delete().await;
+    // The map goes from the resource; the mirror stays.
+    merge(&kfs, "kubeflow", json!({"spec": {"imageDigests": null}})).await;
 }

@@ -1,5 +1,6 @@
 //! The operators' reach, tried as an attacker would, against the chart
-//! installed by the demo with the operators running as its ServiceAccounts:
+//! installed by the demo with the operators running as its ServiceAccounts
+//! (the shared install, see main.rs):
 //! what each token may do (access reviews, none of what the
 //! controllers it installs may), every self-escalation path tried for real
 //! (widening a role, rebinding, aggregation, webhooks, privileged or
@@ -12,11 +13,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams};
 use kubeflow_e2e::access::{self, Request};
-use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, prepare,
-};
+use kubeflow_e2e::component::{component_api, condition, delete_and_wait};
 use kubeflow_e2e::demo::{
-    COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
+    COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok,
 };
 use kubeflow_e2e::wait::wait_for;
 use kubeflow_e2e::{apply_yaml, repo_root, run_tool};
@@ -430,11 +429,9 @@ async fn tenant_access_is_pinned(client: &kube::Client, kubeconfig: &str) {
     );
 }
 
-#[tokio::test]
-async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
-    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
-    clear_leftovers(&client).await;
-    let (demo, _) = Demo::up("reach", 16600);
+/// No operator token reaches beyond its bundles or its namespaces.
+pub async fn check(client: &kube::Client, demo: &Demo) {
+    let client = client.clone();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let _ = namespaces
         .create(
@@ -452,7 +449,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
     // RBAC cannot name, is pinned by admission).
     for c in COMPONENTS {
         let kubeconfig = demo.kubeconfig(c).display().to_string();
-        let token = as_operator(&demo, c).await;
+        let token = as_operator(demo, c).await;
         for action in DANGEROUS {
             // Upstream's profile controller runs bound to cluster-admin, so
             // the Dashboard operator may bind that role, by name; admission
@@ -1058,7 +1055,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
     assert_eq!(rule_count("edit"), edit_before, "edit gained rules");
     assert_eq!(rule_count("admin"), admin_before, "admin gained rules");
     for c in COMPONENTS {
-        let token = as_operator(&demo, c).await;
+        let token = as_operator(demo, c).await;
         assert!(
             !can_i(&token, ("*", "", "*", "", "")).await,
             "{c} is cluster-admin after the attempts"
@@ -1144,16 +1141,7 @@ async fn no_operator_token_reaches_beyond_its_bundles_or_its_namespaces() {
         demo.forbidden().join("\n")
     );
 
-    // Leave nothing: the Kubeflow CR, the release, the namespaces.
-    let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
-    delete_and_wait(&kfs, "kubeflow", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
-    drop(demo);
-    tool_ok(
-        "helm",
-        &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
-    );
-    for ns in std::iter::once("team-a").chain(kubeflow_e2e::component::chart_namespaces()) {
-        let _ = namespaces.delete(ns, &Default::default()).await;
-        kubeflow_e2e::component::wait_gone(&namespaces, ns, TIMEOUT).await;
-    }
+    // The tenant's namespace goes; the install stays for the next flow.
+    let _ = namespaces.delete("team-a", &Default::default()).await;
+    kubeflow_e2e::component::wait_gone(&namespaces, "team-a", TIMEOUT).await;
 }

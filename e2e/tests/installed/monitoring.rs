@@ -1,5 +1,6 @@
 //! What the chart ships for Prometheus and Grafana, checked against a real
-//! Prometheus scraping the demo's operators on 127.0.0.1: the alert rules
+//! Prometheus scraping the demo's operators on 127.0.0.1 (the shared
+//! install, see main.rs): the alert rules
 //! pass promtool's checks and unit tests, every dashboard query evaluates and
 //! returns series, and a component made unready flips its readiness gauge and
 //! makes the alert's expression true.
@@ -11,12 +12,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kubeflow_e2e::chart::{of_kind, template};
-use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, prepare, wait_gone,
-};
-use kubeflow_e2e::demo::{
-    COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, clear_leftovers, tool_ok,
-};
+use kubeflow_e2e::component::{component_api, condition, wait_gone};
+use kubeflow_e2e::demo::{COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE};
 use kubeflow_e2e::prometheus::Prometheus;
 use kubeflow_e2e::wait::wait_for;
 use serde_json::{Value, json};
@@ -128,10 +125,9 @@ async fn set_unschedulable(nodes: &Api<Node>, value: bool) {
     }
 }
 
-#[tokio::test]
-async fn rules_and_dashboards_work_against_a_real_prometheus() {
-    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
-
+/// The chart's ServiceMonitor and rules, the rules checked and their
+/// alerts unit-tested by promtool (no cluster needed).
+pub fn rules_checked() -> (Value, Value) {
     // The rules as the chart renders them: valid, and each alert unit-tested.
     let (monitor, rules) = rendered_monitoring();
     let dir = kubeflow_e2e::operator::target_dir()
@@ -150,6 +146,13 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
     .expect("copy rule tests");
     promtool(&dir, &["check", "rules", "alerts.yaml"]);
     promtool(&dir, &["test", "rules", "alerts-test.yaml"]);
+    (monitor, rules)
+}
+
+/// The rules and dashboards work against a real Prometheus scraping the
+/// installed demo's operators.
+pub async fn check(client: &kube::Client, demo: &Demo, monitor: &Value, rules: &Value) {
+    let client = client.clone();
     let alert_expr = |name: &str| -> String {
         rules["groups"][0]["rules"]
             .as_array()
@@ -161,9 +164,7 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
             .to_string()
     };
 
-    clear_leftovers(&client).await;
-    let (demo, _) = Demo::up("monitoring", 16520);
-    let prom = Prometheus::start_with_jobs(16540, &service_monitor_jobs(&monitor, &demo));
+    let prom = Prometheus::start_with_jobs(16540, &service_monitor_jobs(monitor, demo));
     prom.wait_targets_up(COMPONENTS.len()).await;
     wait_for("every CR's readiness gauge at 1", TIMEOUT, || async {
         let r = prom.query("kubeflow_component_ready == 1").await.ok()?;
@@ -297,24 +298,6 @@ async fn rules_and_dashboards_work_against_a_real_prometheus() {
         );
     }
 
-    // Leave nothing behind.
-    let kfs = component_api(&client, KUBEFLOW_NAMESPACE, "Kubeflow");
-    delete_and_wait(&kfs, "kubeflow", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
     let refused = demo.forbidden();
     assert!(refused.is_empty(), "RBAC refused: {refused:?}");
-    drop(demo);
-    // The operators stop first, as the chart's Deployments would: after the
-    // uninstall their roles are gone.
-    tool_ok(
-        "helm",
-        &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
-    );
-    clear_leftovers(&client).await;
-    // The chart keeps the namespaces it made (they hold data); this test
-    // made them, so it removes them.
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    for ns in kubeflow_e2e::component::all_own_namespaces().chain([KUBEFLOW_NAMESPACE]) {
-        let _ = namespaces.delete(ns, &DeleteParams::default()).await;
-        wait_gone(&namespaces, ns, TIMEOUT).await;
-    }
 }

@@ -1,0 +1,75 @@
+//! One install of the demo (the chart in `kubeflow-system`, the fifteen
+//! operators as its ServiceAccounts, Kubeflow 26.03.1 Ready) and the flows
+//! that need nothing but an installed Kubeflow, in turn on it: the
+//! operators' reach, tried as an attacker would (`reach`); the chart's
+//! alerts and dashboards against a real Prometheus (`monitoring`); the
+//! move to a mirror registry and image digests (`mirror`); and, last
+//! because it ends the install, the deletion of the `kubeflow` namespace
+//! (`namespace_deletion`). Each was a binary with an install of its own;
+//! one install instead of four is most of their time saved.
+//!
+//! The order matters: the first two leave the install as they found it
+//! (what they break they wait to see repaired); `mirror` leaves every image
+//! moved, which the last looks at no more. A failure
+//! names its flow in the panic's location (the module's file) and in the
+//! phase lines printed to standard error as each one ends.
+
+mod mirror;
+mod monitoring;
+mod namespace_deletion;
+mod reach;
+
+use std::io::Write;
+use std::time::Instant;
+
+use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, prepare};
+use kubeflow_e2e::demo::{Demo, clear_leftovers};
+
+/// Times each phase and prints it as it ends, past the test harness's
+/// capture (written to the process's standard error, not through
+/// `eprintln!`), so a passing run shows where its time went too.
+struct Phases {
+    start: Instant,
+    last: Instant,
+}
+
+impl Phases {
+    fn new() -> Phases {
+        let now = Instant::now();
+        Phases {
+            start: now,
+            last: now,
+        }
+    }
+
+    fn done(&mut self, phase: &str) {
+        let now = Instant::now();
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "[installed] {phase}: {:.0} s (at {:.0} s)",
+            (now - self.last).as_secs_f64(),
+            (now - self.start).as_secs_f64()
+        );
+        self.last = now;
+    }
+}
+
+#[tokio::test]
+async fn one_installed_demo_holds_its_reach_monitoring_mirror_and_namespace_deletion() {
+    let mut phases = Phases::new();
+    let (monitor, rules) = monitoring::rules_checked();
+    phases.done("monitoring rules checked by promtool");
+    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    clear_leftovers(&client).await;
+    phases.done("sweep");
+    let (demo, _) = Demo::up("installed", 16600);
+    phases.done("install");
+    reach::check(&client, &demo).await;
+    phases.done("reach");
+    monitoring::check(&client, &demo, &monitor, &rules).await;
+    phases.done("monitoring");
+    mirror::check(&client).await;
+    phases.done("mirror");
+    namespace_deletion::check(&client, demo).await;
+    phases.done("namespace deletion and teardown");
+}
