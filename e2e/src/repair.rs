@@ -51,7 +51,10 @@ pub async fn assert_every_kind_repaired(client: &Client, cr: &DynamicObject, kin
     for (what, times) in [("deletion", &deleted), ("edit", &edited)] {
         for (kind, took) in times {
             assert!(
-                *took < Duration::from_secs(1),
+                // A watch-driven repair, not a resync or a requeue: tens of
+                // milliseconds idle (benchmarks measure the speed); 1.2 s
+                // seen in CI with two control planes on two cores.
+                *took < Duration::from_secs(2),
                 "{kind} took {took:?} to be repaired after its {what}"
             );
         }
