@@ -537,3 +537,16 @@ pub async fn wait_version_ready(
     })
     .await;
 }
+
+/// The namespace the profile controller makes of a Profile (whose
+/// controller is not run in these tests): owned by it, so deleting the
+/// Profile deletes the namespace, and labelled as the controller labels it.
+pub fn profile_namespace(name: &str, uid: &str) -> k8s_openapi::api::core::v1::Namespace {
+    serde_json::from_value(serde_json::json!({"metadata": {
+        "name": name,
+        "labels": {"app.kubernetes.io/part-of": "kubeflow-profile"},
+        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "Profile", "name": name,
+            "uid": uid, "controller": true, "blockOwnerDeletion": true}],
+    }}))
+    .expect("namespace")
+}

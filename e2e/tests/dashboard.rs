@@ -224,12 +224,7 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     namespaces
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {
-                "name": "team-a",
-                "labels": {"app.kubernetes.io/part-of": "kubeflow-profile"},
-                "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "Profile", "name": "team-a",
-                    "uid": a_uid.clone().expect("uid"), "controller": true, "blockOwnerDeletion": true}]}}))
-            .expect("namespace"),
+            &kubeflow_e2e::component::profile_namespace("team-a", &a_uid.clone().expect("uid")),
         )
         .await
         .expect("team-a's namespace");

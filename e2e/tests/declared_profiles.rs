@@ -111,7 +111,13 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     let profile = all_profiles.get(PROFILE).await.expect("profile");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let owned = namespaces
-        .create(&PostParams::default(), &profile_namespace(&profile))
+        .create(
+            &PostParams::default(),
+            &kubeflow_e2e::component::profile_namespace(
+                &profile.name_any(),
+                &profile.uid().unwrap_or_default(),
+            ),
+        )
         .await
         .expect("the profile's namespace");
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), PROFILE);
@@ -180,25 +186,6 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     let _ = all_profiles.delete(PROFILE, &DeleteParams::default()).await;
     let _ = namespaces.delete(PROFILE, &DeleteParams::default()).await;
     ns.delete().await;
-}
-
-/// The namespace the profile controller makes of a Profile: owned by it,
-/// so deleting the Profile deletes the namespace.
-fn profile_namespace(profile: &DynamicObject) -> Namespace {
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": profile.name_any(),
-            "ownerReferences": [{
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "Profile",
-                "name": profile.name_any(),
-                "uid": profile.uid(),
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }],
-        },
-    }))
-    .expect("namespace")
 }
 
 /// The chart's policy keeping declared Profiles from deletion, as `helm
