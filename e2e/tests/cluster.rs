@@ -185,9 +185,10 @@ async fn up_twice_is_harmless() {
 }
 
 /// A second, throwaway cluster on other ports and another state folder, so
-/// the shared one keeps running: `down` must stop every process `up` recorded.
+/// the shared one keeps running: `up` starts empty, `down` must stop every
+/// process `up` recorded.
 #[tokio::test]
-async fn down_stops_every_process_it_started() {
+async fn up_starts_empty_and_down_stops_every_process_it_started() {
     let state = std::env::temp_dir().join(format!("kubeflow-e2e-down-{}", std::process::id()));
     let run = |cmd: &str| {
         std::process::Command::new("bash")
@@ -199,12 +200,20 @@ async fn down_stops_every_process_it_started() {
             .expect("run e2e/cluster")
     };
     let _g = serial().await;
+    // A failing assertion still stops what `up` started.
+    let _down = Throwaway(state.clone());
+    // What a run killed before its `down` leaves: data and no etcd. `up`
+    // starts empty anyway (CI once met an earlier, killed run's chart).
+    let leftover = state.join("etcd/member/left-by-a-killed-run");
+    std::fs::create_dir_all(leftover.parent().expect("parent")).expect("etcd folder");
+    std::fs::write(&leftover, "x").expect("leftover");
     let up = run("up");
     assert!(
         up.status.success(),
         "up failed: {}",
         String::from_utf8_lossy(&up.stderr)
     );
+    assert!(!leftover.exists(), "up started on a stopped run's data");
     let pids: Vec<u32> = std::fs::read_dir(state.join("pids"))
         .expect("pid folder")
         .filter_map(Result::ok)
@@ -227,7 +236,21 @@ async fn down_stops_every_process_it_started() {
             "process {pid} survived `down`"
         );
     }
-    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// Stops the throwaway cluster and removes its folder when dropped.
+struct Throwaway(std::path::PathBuf);
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(kubeflow_e2e::cluster_script())
+            .arg("down")
+            .env("KUBEFLOW_E2E_STATE", &self.0)
+            .env("KUBEFLOW_E2E_PORT_BASE", "17400")
+            .output();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[tokio::test]
