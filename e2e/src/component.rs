@@ -1,10 +1,12 @@
 //! Helpers for tests of component CRs: read conditions, wait for Ready.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
+use kubeflow_api::registry;
 use serde_json::Value;
 
 use crate::wait_for;
@@ -344,42 +346,19 @@ pub fn all_own_namespaces() -> impl Iterator<Item = &'static str> {
     OWN_NAMESPACES.iter().flat_map(|(_, n)| n.iter().copied())
 }
 
-/// Every kind of the project, for tests that sweep them all.
-pub const ALL_KINDS: [&str; 15] = [
-    "Kubeflow",
-    "Istio",
-    "CertManager",
-    "Knative",
-    "Auth",
-    "Dashboard",
-    "Notebooks",
-    "Katib",
-    "ModelRegistry",
-    "Spark",
-    "Training",
-    "Trainer",
-    "Pipelines",
-    "Serving",
-    "DevicePlugins",
-];
+/// Every kind of the project, for tests that sweep them all: the
+/// `Kubeflow` kind and the component registry's.
+pub static ALL_KINDS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    std::iter::once("Kubeflow")
+        .chain(registry::COMPONENTS.iter().map(|c| c.kind))
+        .collect()
+});
 /// Every component label value, for tests that sweep them all.
-pub const ALL_COMPONENTS: [&str; 15] = [
-    "kubeflow",
-    "istio",
-    "cert-manager",
-    "knative",
-    "auth",
-    "dashboard",
-    "notebooks",
-    "katib",
-    "model-registry",
-    "spark",
-    "training",
-    "trainer",
-    "pipelines",
-    "serving",
-    "device-plugins",
-];
+pub static ALL_COMPONENTS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    std::iter::once("kubeflow")
+        .chain(registry::COMPONENTS.iter().map(|c| c.name))
+        .collect()
+});
 
 /// How long a test waits for a whole release's removal: the components go
 /// in waves (dependents first), each in several passes (webhooks after

@@ -3,25 +3,11 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::LazyLock;
 
-/// The operators the demo runs, by component name.
-pub const COMPONENTS: [&str; 15] = [
-    "meta",
-    "istio",
-    "cert-manager",
-    "knative",
-    "auth",
-    "dashboard",
-    "notebooks",
-    "katib",
-    "model-registry",
-    "spark",
-    "training",
-    "trainer",
-    "serving",
-    "pipelines",
-    "device-plugins",
-];
+/// The operators the demo runs, by component name: the registry's.
+pub static COMPONENTS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| kubeflow_api::registry::operators().collect());
 
 /// A demo run: `e2e/demo down` (by recorded pids) when dropped.
 pub struct Demo {
@@ -187,7 +173,7 @@ impl Demo {
     /// for one without refusals.
     pub fn forbidden(&self) -> Vec<String> {
         let mut refused = Vec::new();
-        for c in COMPONENTS {
+        for &c in COMPONENTS.iter() {
             let path = self.state.join("logs").join(format!("{c}.log"));
             let log = std::fs::read_to_string(&path).unwrap_or_else(|e| {
                 panic!("no log of kubeflow-{c}-operator at {}: {e}", path.display())
@@ -332,7 +318,7 @@ mod tests {
             .join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state);
         std::fs::create_dir_all(state.join("logs")).expect("logs folder");
-        for c in COMPONENTS {
+        for &c in COMPONENTS.iter() {
             std::fs::write(state.join("logs").join(format!("{c}.log")), text).expect("log");
         }
         Demo {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 fn bundle_dirs() -> Vec<(String, String)> {
     let root = manifests_dir();
     let mut out = Vec::new();
-    for folder in bundle::FOLDERS {
+    for folder in bundle::folders() {
         for v in bundle::available_versions(&root.join(folder)) {
             out.push((folder.to_string(), v));
         }

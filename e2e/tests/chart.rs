@@ -36,7 +36,7 @@ fn the_chart_lints_strictly_and_renders_one_set_per_operator() {
     }
     // Per operator: its ClusterRole, a Role in each allowed namespace (the
     // meta-operator needs none) and its leader-election Role.
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let name = format!("kf-{c}-operator");
         assert!(kinds(&all, "ClusterRole").contains(&name), "{name}");
         let roles = all
@@ -303,7 +303,7 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
 #[test]
 fn chart_rbac_is_what_each_operator_says_it_needs() {
     let manifests = kubeflow_e2e::manifests_dir();
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let bin = kubeflow_e2e::operator::binary(&format!("kubeflow-{c}-operator"));
         let mut cmd = std::process::Command::new(bin);
         cmd.arg("rbac");
@@ -427,25 +427,15 @@ fn operator_pods_meet_restricted_pod_security() {
     }
 }
 
-/// The components whose bundles the operator images carry.
-const IMAGE_COMPONENTS: [&str; 16] = [
-    "cert-manager",
-    "dex",
-    "oauth2-proxy",
-    "dashboard",
-    "platform",
-    "notebooks",
-    "katib",
-    "model-registry",
-    "spark",
-    "knative",
-    "training",
-    "trainer",
-    "pipelines",
-    "serving",
-    "istio",
-    "device-plugins",
-];
+/// The top folders of the bundles the operator images carry: the component
+/// registry's.
+fn image_folders() -> Vec<&'static str> {
+    kubeflow_api::registry::COMPONENTS
+        .iter()
+        .flat_map(|c| c.image_folders())
+        .filter_map(|f| f.split('/').next())
+        .collect()
+}
 
 #[test]
 fn the_images_bundle_list_pins_exactly_the_bundles_the_tests_use() {
@@ -487,6 +477,7 @@ fn the_images_bundle_list_pins_exactly_the_bundles_the_tests_use() {
         );
         listed.push(path.to_string());
     }
+    let carried_folders = image_folders();
     let mut present = Vec::new();
     let mut dirs = vec![manifests.clone()];
     while let Some(dir) = dirs.pop() {
@@ -499,7 +490,7 @@ fn the_images_bundle_list_pins_exactly_the_bundles_the_tests_use() {
             // holds bundles of components no operator installs yet.
             let carried = p.strip_prefix(&manifests).is_ok_and(|rel| {
                 rel.components().next().is_some_and(|c| {
-                    IMAGE_COMPONENTS.contains(&c.as_os_str().to_string_lossy().as_ref())
+                    carried_folders.contains(&c.as_os_str().to_string_lossy().as_ref())
                 })
             });
             if p.is_dir() && carried {

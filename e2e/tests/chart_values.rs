@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use kube::api::DynamicObject;
 use kubeflow_e2e::chart::{differences, names, of_kind, template};
-use kubeflow_e2e::demo::COMPONENTS;
 use serde_json::{Value, json};
 
-const OPERATORS: usize = COMPONENTS.len();
+/// The meta-operator and one per component.
+const OPERATORS: usize = kubeflow_api::registry::COMPONENTS.len() + 1;
 
 /// Where a render should differ from the default one (`Kind:/path`) and in
 /// how many objects.

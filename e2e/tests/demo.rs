@@ -129,7 +129,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     }
 
     // Each operator is its chart ServiceAccount, nothing more.
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let kubeconfig = demo.kubeconfig(c);
         let who = tool_ok(
             "kubectl",
@@ -196,7 +196,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         Some("restricted")
     );
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let d = deployments
             .get(&format!("{RELEASE}-{c}-operator"))
             .await

@@ -70,7 +70,7 @@ fn images_hold_what_the_dockerfile_declares() {
     }
     let (user, entrypoint, env) = final_stage();
     assert_eq!(entrypoint, vec!["/operator".to_string()]);
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let archive = images.join(format!("kubeflow-{c}-operator.oci.tar"));
         let dir = kubeflow_e2e::operator::target_dir()
             .join("e2e-images")

@@ -575,8 +575,8 @@ async fn invalid_input_changes_nothing_and_opted_out_objects_are_left_alone() {
 /// Every bundle folder as (component path, version), in upgrade order.
 fn every_bundle() -> Vec<(String, Vec<String>)> {
     let root = manifests_dir();
-    bundle::FOLDERS
-        .iter()
+    bundle::folders()
+        .into_iter()
         .map(|f| (f.to_string(), bundle::available_versions(&root.join(f))))
         .collect()
 }

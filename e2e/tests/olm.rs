@@ -112,7 +112,7 @@ fn related_images_are_the_operators_and_every_releases_images() {
 #[test]
 fn each_operator_gets_the_rules_the_chart_grants_it() {
     let csv = csv();
-    for component in COMPONENTS {
+    for &component in COMPONENTS.iter() {
         let sa = format!("kubeflow-{component}-operator");
         let rules =
             yaml_file(&repo_root().join(format!("charts/kubeflow/files/rbac/{component}.yaml")));

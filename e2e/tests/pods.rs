@@ -171,7 +171,7 @@ async fn the_charts_operators_run_as_pods_on_the_real_node() {
     // Each leader Lease is held by one of the pods: it reached the API
     // server through the kubernetes Service with its own token.
     let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let operator = format!("kubeflow-{c}-operator");
         let holder = leases
             .get(&operator)

@@ -1,9 +1,12 @@
-//! The fourteen component kinds the `Kubeflow` CR stands for: their names, the
-//! order they are created in, what each waits for, and their API resources.
+//! The component kinds the `Kubeflow` CR stands for, typed: their names, the
+//! order they are created in and what each waits for come from the
+//! component registry (`kubeflow_api::registry`), their API resources from
+//! their types.
 
 use std::fmt;
 
 use kube::api::ApiResource;
+use kubeflow_api::registry;
 use kubeflow_api::{
     Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, ModelRegistry, Notebooks,
     Pipelines, Serving, Spark, Trainer, Training,
@@ -62,73 +65,34 @@ impl ComponentKind {
         ComponentKind::Spark,
     ];
 
-    /// The component's name, as in its operator's and CR's names.
-    pub fn name(self) -> &'static str {
-        match self {
-            ComponentKind::Istio => "istio",
-            ComponentKind::CertManager => "cert-manager",
-            ComponentKind::Auth => "auth",
-            ComponentKind::Dashboard => "dashboard",
-            ComponentKind::Training => "training",
-            ComponentKind::Trainer => "trainer",
-            ComponentKind::DevicePlugins => "device-plugins",
-            ComponentKind::Pipelines => "pipelines",
-            ComponentKind::Serving => "serving",
-            ComponentKind::Notebooks => "notebooks",
-            ComponentKind::Katib => "katib",
-            ComponentKind::ModelRegistry => "model-registry",
-            ComponentKind::Spark => "spark",
-            ComponentKind::Knative => "knative",
-        }
+    /// Its entry in the component registry: ORDER follows the registry's
+    /// order one to one (a unit test holds this).
+    pub fn entry(self) -> &'static registry::Component {
+        let at = Self::ORDER
+            .iter()
+            .position(|k| *k == self)
+            .unwrap_or_default();
+        &registry::COMPONENTS[at]
     }
 
-    /// Components this one waits for (when they are Managed).
-    pub fn depends_on(self) -> &'static [ComponentKind] {
-        match self {
-            ComponentKind::Pipelines => &[ComponentKind::Istio],
-            // KServe's Issuer and Certificate, when cert-manager is there;
-            // Knative, which its Serverless mode runs on.
-            ComponentKind::Serving => &[
-                ComponentKind::Istio,
-                ComponentKind::CertManager,
-                ComponentKind::Knative,
-            ],
-            // net-istio and the cluster-local gateway are Istio objects.
-            ComponentKind::Knative => &[ComponentKind::Istio],
-            // oauth2-proxy sits in front of Istio's ingress gateway, whose
-            // mesh config must name it; cert-manager's webhook certificates
-            // come before any web app.
-            ComponentKind::Auth => &[ComponentKind::Istio, ComponentKind::CertManager],
-            // Behind the login, with its PodDefaults webhook's certificate
-            // from cert-manager.
-            ComponentKind::Dashboard => &[
-                ComponentKind::Istio,
-                ComponentKind::CertManager,
-                ComponentKind::Auth,
-            ],
-            // Its web apps' routes, login and menu, and its PVC viewer's
-            // webhook certificate.
-            ComponentKind::Notebooks => &[
-                ComponentKind::Istio,
-                ComponentKind::CertManager,
-                ComponentKind::Auth,
-                ComponentKind::Dashboard,
-            ],
-            // The same for its web app and its webhooks' certificate.
-            ComponentKind::Katib => &[
-                ComponentKind::Istio,
-                ComponentKind::CertManager,
-                ComponentKind::Auth,
-                ComponentKind::Dashboard,
-            ],
-            // Its web app's route, login and menu entry.
-            ComponentKind::ModelRegistry => &[
-                ComponentKind::Istio,
-                ComponentKind::Auth,
-                ComponentKind::Dashboard,
-            ],
-            _ => &[],
-        }
+    /// The component's name, as in its operator's and CR's names.
+    pub fn name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// The kind of that name.
+    pub fn from_name(name: &str) -> Option<ComponentKind> {
+        Self::ORDER.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Components this one waits for (when they are Managed), from the
+    /// registry.
+    pub fn depends_on(self) -> Vec<ComponentKind> {
+        self.entry()
+            .depends_on
+            .iter()
+            .filter_map(|d| Self::from_name(d))
+            .collect()
     }
 
     /// When it is removed: what nothing depends on first (wave 0), each
@@ -187,7 +151,7 @@ mod tests {
         for c in ComponentKind::ORDER {
             let at = |k: ComponentKind| ComponentKind::ORDER.iter().position(|x| *x == k);
             for d in c.depends_on() {
-                assert!(at(*d) < at(c), "{d} is created before {c}");
+                assert!(at(d) < at(c), "{d} is created before {c}");
                 assert!(
                     d.removal_wave() > c.removal_wave(),
                     "{d} is removed after {c}"
@@ -217,6 +181,15 @@ mod tests {
             let r = c.api_resource();
             let crd = format!("{}.{}", r.plural, r.group);
             assert!(command.contains(&crd), "docs/uninstall.md omits {crd}");
+        }
+    }
+
+    #[test]
+    fn the_order_is_the_registrys() {
+        assert_eq!(ComponentKind::ORDER.len(), registry::COMPONENTS.len());
+        for (k, c) in ComponentKind::ORDER.iter().zip(registry::COMPONENTS) {
+            let r = k.api_resource();
+            assert_eq!((r.kind.as_str(), r.plural.as_str()), (c.kind, c.plural));
         }
     }
 

@@ -24,25 +24,12 @@ use kubeflow_e2e::{TestNamespace, apply_yaml, client, install_crds, run_tool, wa
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OPERATORS: [&str; 15] = [
-    "kubeflow-meta-operator",
-    "kubeflow-istio-operator",
-    "kubeflow-cert-manager-operator",
-    "kubeflow-knative-operator",
-    "kubeflow-auth-operator",
-    "kubeflow-dashboard-operator",
-    "kubeflow-notebooks-operator",
-    "kubeflow-katib-operator",
-    "kubeflow-model-registry-operator",
-    "kubeflow-spark-operator",
-    "kubeflow-training-operator",
-    "kubeflow-trainer-operator",
-    "kubeflow-pipelines-operator",
-    "kubeflow-serving-operator",
-    "kubeflow-device-plugins-operator",
-];
-const KINDS: [&str; 15] = ALL_KINDS;
-const COMPONENTS: [&str; 15] = ALL_COMPONENTS;
+/// Every operator's binary, from the component registry.
+fn operators() -> Vec<String> {
+    kubeflow_api::registry::operators()
+        .map(|c| format!("kubeflow-{c}-operator"))
+        .collect()
+}
 const LONG: Duration = Duration::from_secs(300);
 
 /// Summary of repeated measurements: a p99 only from 100 trials on (of
@@ -217,7 +204,7 @@ where
 }
 
 /// Resident and peak memory (MiB) of every operator.
-fn memory(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64)> {
+fn memory(ops: &BTreeMap<String, OperatorProcess>) -> BTreeMap<String, (f64, f64)> {
     ops.iter()
         .map(|(n, op)| {
             let (rss, peak, _) = proc_usage(op.pid());
@@ -250,7 +237,7 @@ async fn with_login(client: &kube::Client, ns: &str) {
 }
 
 async fn operator_metric_sum(
-    ops: &BTreeMap<&str, OperatorProcess>,
+    ops: &BTreeMap<String, OperatorProcess>,
     prefix: &str,
 ) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
@@ -270,7 +257,7 @@ async fn operator_metric_sum(
 /// watch request is counted apart: kube renews every watch each 290 s (a
 /// new `watch` request that lists nothing), so a 60 s window may hold one
 /// renewal per watch while nothing is read.
-async fn requests(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f64, f64, f64)> {
+async fn requests(ops: &BTreeMap<String, OperatorProcess>) -> BTreeMap<String, (f64, f64, f64)> {
     let mut out = BTreeMap::new();
     for (name, op) in ops {
         let text = op.metrics().await;
@@ -297,7 +284,7 @@ async fn requests(ops: &BTreeMap<&str, OperatorProcess>) -> BTreeMap<String, (f6
 async fn main() {
     let client = client().await;
     install_crds(&client).await;
-    sweep(&client, &KINDS, &COMPONENTS).await;
+    sweep(&client, &ALL_KINDS, &ALL_COMPONENTS).await;
     let mut results = serde_json::Map::new();
     let mut table: Vec<(String, String, String)> = Vec::new();
     // Targets that must hold in every run; named at the end, exit status 1.
@@ -340,9 +327,10 @@ async fn main() {
     }
 
     // Operators for the remaining figures, started fresh so install CPU and peak memory are theirs.
-    let mut ops: BTreeMap<&str, OperatorProcess> = BTreeMap::new();
-    for name in OPERATORS {
-        ops.insert(name, OperatorProcess::start(name, &[]));
+    let mut ops: BTreeMap<String, OperatorProcess> = BTreeMap::new();
+    for name in operators() {
+        let op = OperatorProcess::start(&name, &[]);
+        ops.insert(name, op);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
@@ -638,7 +626,7 @@ async fn main() {
     let before = requests(&ops).await;
     let rec_before = operator_metric_sum(&ops, "controller_runtime_reconcile_total{").await;
     for i in 0..5 {
-        for kind in KINDS {
+        for kind in ALL_KINDS.iter() {
             let api = component_api(&client, &ns.name, kind);
             let touch =
                 json!({"metadata": {"annotations": {"bench.kubeflow.org/touch": i.to_string()}}});
@@ -999,7 +987,7 @@ async fn delete_and_wait_gone(api: &Api<DynamicObject>) {
 /// reports each operator's RSS before and after and its requests over 60 s.
 async fn unrelated_objects(
     client: &Client,
-    ops: &BTreeMap<&str, OperatorProcess>,
+    ops: &BTreeMap<String, OperatorProcess>,
 ) -> (Value, Vec<(String, String, String)>) {
     use k8s_openapi::api::core::v1::Secret;
     let ns = TestNamespace::new(client, "bench-unrelated").await;

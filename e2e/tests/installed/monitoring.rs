@@ -51,7 +51,7 @@ fn service_monitor_jobs(monitor: &Value, demo: &Demo) -> String {
     assert_eq!(endpoint["port"], "metrics");
     let honor = endpoint["honorLabels"].as_bool().unwrap_or(false);
     let mut jobs = String::new();
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let service = format!("{RELEASE}-{c}-operator-metrics");
         jobs.push_str(&format!(
             "  - job_name: serviceMonitor/{OPERATOR_NAMESPACE}/{RELEASE}-operators/{c}\n    \

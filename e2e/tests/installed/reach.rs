@@ -447,7 +447,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // no Secrets, no pods or workloads, no write of RBAC, webhook
     // configurations or admission policies but by name (`create`, which
     // RBAC cannot name, is pinned by admission).
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         let token = as_operator(demo, c).await;
         for action in DANGEROUS {
@@ -597,7 +597,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
             })
             .collect();
     let mut tried = 0;
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let text = std::fs::read_to_string(
             repo_root().join(format!("charts/kubeflow/files/rbac/{c}.yaml")),
         )
@@ -695,7 +695,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     let edit_before = rule_count("edit");
     let admin_before = rule_count("admin");
     let mut widened_tries = 0;
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let rules = rules_of(c);
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         for role in named_in(&rules, "clusterroles", "escalate") {
@@ -876,7 +876,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
             "--image=busybox",
         ],
     );
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         for what in ["rolebinding", "deployment"] {
             let (deleted, err) = kubectl_as(
@@ -906,7 +906,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     let foreign = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: reach-test-someone-elses}\nwebhooks: []\n";
     apply_yaml(&client, "", foreign).await;
     let mut hooked = 0;
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let rules = rules_of(c);
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         let (touched, err) = kubectl_as(
@@ -965,7 +965,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // object of the kind: refused for each operator's own CRDs.
     let convert = r#"{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"url":"https://reach-test.invalid/convert"}}}}}"#;
     let mut converted = 0;
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let rules = rules_of(c);
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         let Some(crd) = named_in(&rules, "customresourcedefinitions", "patch")
@@ -1054,7 +1054,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     assert!(err.contains("workloads"), "{err}");
     assert_eq!(rule_count("edit"), edit_before, "edit gained rules");
     assert_eq!(rule_count("admin"), admin_before, "admin gained rules");
-    for c in COMPONENTS {
+    for &c in COMPONENTS.iter() {
         let token = as_operator(demo, c).await;
         assert!(
             !can_i(&token, ("*", "", "*", "", "")).await,

@@ -9,6 +9,7 @@ pub mod common;
 pub mod components;
 pub mod crds;
 pub mod kubeflow;
+pub mod registry;
 pub mod status;
 
 pub use common::*;

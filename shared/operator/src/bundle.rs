@@ -85,25 +85,10 @@ impl Bundle {
 
 /// Every bundle folder an operator installs from, under the manifests
 /// folder (the device plugins one level deeper, one per plugin type), in
-/// the order their components are installed.
-pub const FOLDERS: &[&str] = &[
-    "training",
-    "trainer",
-    "pipelines",
-    "serving",
-    "istio",
-    "cert-manager",
-    "dex",
-    "oauth2-proxy",
-    "dashboard",
-    "notebooks",
-    "katib",
-    "model-registry",
-    "spark",
-    "knative",
-    "device-plugins/nvidia-gpu",
-    "device-plugins/intel-gpu",
-];
+/// the order their components are installed: the component registry's.
+pub fn folders() -> Vec<&'static str> {
+    kubeflow_api::registry::bundle_folders()
+}
 
 /// Versions available for a component folder (sub-folders), sorted.
 pub fn available_versions(dir: &Path) -> Vec<String> {

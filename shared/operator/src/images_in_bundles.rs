@@ -23,7 +23,7 @@ fn manifests() -> PathBuf {
 fn every_bundle() -> Vec<(String, Vec<DynamicObject>)> {
     let root = manifests();
     let mut out = Vec::new();
-    for folder in crate::bundle::FOLDERS {
+    for folder in crate::bundle::folders() {
         for v in crate::bundle::available_versions(&root.join(folder)) {
             let b = crate::bundle::load(&root, folder, &v).expect("bundle");
             out.push((format!("{folder}/{v}"), b.objects()));
