@@ -10,10 +10,7 @@ use kube::runtime::controller::Controller;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
-use kubeflow_api::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, KubeflowStatus,
-    ModelRegistry, Notebooks, Pipelines, Serving, Spark, Trainer, Training,
-};
+use kubeflow_api::{Kubeflow, KubeflowStatus};
 use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
 use kubeflow_operator::controller::{Failure, Reconciler, Tools};
@@ -72,79 +69,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let c = &rt.client;
     let cfg = || watcher::Config::default().any_semantic();
-    // Each child kind's watch backs off on its own (see `watches`).
-    let controller = Controller::new(Api::<Kubeflow>::all(c.clone()), cfg())
-        .trigger_backoff(watches::trigger_backoff())
-        .owns_stream(watches::isolated(
-            Api::<Istio>::all(c.clone()),
+    // Each child kind's watch backs off on its own (see `watches`): one per
+    // component of the registry, read as dynamic objects (only their owner
+    // references matter here).
+    let mut controller = Controller::new(Api::<Kubeflow>::all(c.clone()), cfg())
+        .trigger_backoff(watches::trigger_backoff());
+    for component in ComponentKind::ORDER {
+        let resource = component.api_resource();
+        let children = watches::isolated(
+            Api::<DynamicObject>::all_with(c.clone(), &resource),
             cfg(),
-            "istios".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<CertManager>::all(c.clone()),
-            cfg(),
-            "certmanagers".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Auth>::all(c.clone()),
-            cfg(),
-            "auths".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Dashboard>::all(c.clone()),
-            cfg(),
-            "dashboards".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Notebooks>::all(c.clone()),
-            cfg(),
-            "notebooks".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Katib>::all(c.clone()),
-            cfg(),
-            "katibs".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<ModelRegistry>::all(c.clone()),
-            cfg(),
-            "modelregistries".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Spark>::all(c.clone()),
-            cfg(),
-            "sparks".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Knative>::all(c.clone()),
-            cfg(),
-            "knatives".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Training>::all(c.clone()),
-            cfg(),
-            "trainings".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Trainer>::all(c.clone()),
-            cfg(),
-            "trainers".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<DevicePlugins>::all(c.clone()),
-            cfg(),
-            "deviceplugins".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Pipelines>::all(c.clone()),
-            cfg(),
-            "pipelines".into(),
-        ))
-        .owns_stream(watches::isolated(
-            Api::<Serving>::all(c.clone()),
-            cfg(),
-            "servings".into(),
-        ));
+            resource.plural.clone(),
+        );
+        controller = controller.owns_stream_with(children, resource);
+    }
     kubeflow_operator::controller::run(meta, controller, rt).await;
     Ok(())
 }
