@@ -8,7 +8,7 @@ use kubeflow_api::ComponentStatus;
 use serde_json::Value;
 
 use super::Component;
-use super::controller::Context;
+use super::context::Context;
 use crate::apply::ApplyOutcome;
 use crate::conditions::Reason;
 use crate::health;

@@ -1,7 +1,6 @@
 //! The running process: the controller over the CR kind and every managed
 //! kind, its shared state, the finalizer around each reconcile, and retries.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -10,8 +9,9 @@ use kube::api::{Api, ApiResource};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kubeflow_api::{ComponentResource, Platform};
+use kubeflow_api::ComponentResource;
 
+use super::context::Context;
 use super::reconcile::apply;
 use super::removal::cleanup_component;
 use super::{Component, ComponentArgs, FINALIZER, Reference, operator_name, references_of};
@@ -22,24 +22,6 @@ use crate::labels;
 use crate::rbac;
 use crate::runner;
 use crate::scope::NamespaceScope;
-
-pub(super) struct Context<C: Component> {
-    pub(super) component: C,
-    pub(super) engine: Engine,
-    /// Client, Events, metrics and the operator's name.
-    pub(super) tools: Tools,
-    pub(super) bundles: BundleCache,
-    pub(super) manifests_dir: PathBuf,
-    /// Where CRs may install (the chart's `allowedNamespaces`).
-    pub(super) scope: NamespaceScope,
-    pub(super) detected_platform: Mutex<Option<Platform>>,
-    /// Which CR applied each managed object (see `owners`).
-    pub(super) owners: super::owners::Owners,
-    /// What each CR's referenced ConfigMaps held when last read.
-    pub(super) last_read: super::last_read::LastRead,
-    /// The released objects each CR's last reconcile reported.
-    pub(super) released: super::released_memory::ReleasedMemory,
-}
 
 #[async_trait::async_trait]
 impl<C: Component> Reconciler for Context<C> {
@@ -63,7 +45,7 @@ impl<C: Component> Reconciler for Context<C> {
     }
 
     async fn announce(&self, cr: &C::Resource, old: &StatusOf<Self>, new: &StatusOf<Self>) {
-        super::reconcile::announce_progress::<C>(cr, self, old.as_ref(), new.as_ref()).await;
+        super::announce::announce_progress::<C>(cr, self, old.as_ref(), new.as_ref()).await;
     }
 
     fn record(&self, cr: &C::Resource, status: &StatusOf<Self>) {

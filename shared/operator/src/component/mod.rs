@@ -11,10 +11,13 @@
 //! (helpers for the operators' own tests, behind the `testing` feature so
 //! they never ship in an operator binary).
 
+mod announce;
 mod assess;
 mod cli;
+mod context;
 mod controller;
 mod held;
+mod inputs;
 mod last_read;
 mod owners;
 mod reconcile;
@@ -22,6 +25,7 @@ mod released_memory;
 mod removal;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod upgrade;
 
 pub use cli::{Command, ENVIRONMENT_HELP, command, images_of, main, rules_of};
 pub use controller::run;

@@ -8,7 +8,7 @@ use kube::{Resource, ResourceExt};
 use kubeflow_api::{ComponentResource, CrdPolicy, ReleasedObject};
 
 use super::Component;
-use super::controller::Context;
+use super::context::Context;
 use super::reconcile::inventory_of;
 use crate::apply::ApplyOutcome;
 use crate::cleanup;
