@@ -391,7 +391,7 @@ spec:
         logs()
     );
 
-    // What OLM made of it: the seven operator Deployments, each told that
+    // What OLM made of it: the operator Deployments, each told that
     // every namespace is allowed (AllNamespaces), and ClusterRoles with the
     // chart's rules (OLM lifts the namespaced ones cluster-wide here).
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =

@@ -1,4 +1,4 @@
-//! The meta-operator's RBAC: its own kind and the fourteen component kinds it
+//! The meta-operator's RBAC: its own kind and every component kind it
 //! writes, and Events about them. It never touches a component's objects itself.
 
 use kubeflow_operator::api::{

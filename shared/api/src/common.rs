@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The API group of the five component kinds.
+/// The API group of the component kinds.
 pub const COMPONENTS_GROUP: &str = "components.kubeflow.org";
 /// The API group of the `Kubeflow` kind.
 pub const PLATFORM_GROUP: &str = "platform.kubeflow.org";

@@ -1,4 +1,5 @@
-//! The ten component kinds, and what the generic operator machinery needs to know of each.
+//! The component kinds (one per entry of the component registry), and what
+//! the generic operator machinery needs to know of each.
 
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
