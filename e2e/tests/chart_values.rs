@@ -268,3 +268,50 @@ fn full_name_override_renames_every_object_but_the_leases() {
     let text = serde_json::to_string(&renamed).unwrap_or_default();
     assert!(!text.contains("kf-"), "a reference still says kf-");
 }
+
+/// The chart's values and their schema name every operator of the component
+/// registry, and no other: a component added to the registry without its
+/// chart values (or left there after its removal) fails here.
+#[test]
+fn the_values_and_schema_name_every_operator_of_the_registry() {
+    let root = kubeflow_e2e::repo_root().join("charts/kubeflow");
+    let expected: Vec<String> = std::iter::once("meta")
+        .chain(kubeflow_api::registry::COMPONENTS.iter().map(|c| c.field))
+        .map(str::to_string)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let keys = |v: Option<&Value>, what: &str| -> Vec<String> {
+        v.and_then(Value::as_object)
+            .unwrap_or_else(|| panic!("no {what}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let values: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root.join("values.yaml")).expect("values.yaml"),
+    )
+    .expect("values.yaml parses");
+    assert_eq!(
+        keys(values.get("operators"), "operators in values.yaml"),
+        expected
+    );
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("values.schema.json")).expect("values.schema.json"),
+    )
+    .expect("values.schema.json parses");
+    assert_eq!(
+        keys(
+            schema.pointer("/properties/operators/properties"),
+            "the schema's operators"
+        ),
+        expected
+    );
+    assert_eq!(
+        keys(
+            schema.pointer("/then/properties/operators/properties"),
+            "the schema's single-replica operators"
+        ),
+        expected
+    );
+}

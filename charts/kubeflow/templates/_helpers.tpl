@@ -1,26 +1,4 @@
 {{/*
-The operators the chart knows: values key -> component name. The component
-name is in the binary, image, ServiceAccount and Lease names.
-*/}}
-{{- define "kubeflow.operators" -}}
-meta: meta
-training: training
-trainer: trainer
-serving: serving
-pipelines: pipelines
-istio: istio
-certManager: cert-manager
-notebooks: notebooks
-katib: katib
-modelRegistry: model-registry
-spark: spark
-knative: knative
-auth: auth
-dashboard: dashboard
-devicePlugins: device-plugins
-{{- end }}
-
-{{/*
 <release>-<component>-operator (or <fullnameOverride>-...), the name of
 everything made for one operator.
 */}}
