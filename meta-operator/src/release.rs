@@ -8,171 +8,123 @@ use crate::component_kind::ComponentKind;
 pub struct Release {
     /// The Kubeflow release.
     pub kubeflow: &'static str,
-    /// training-operator (Trainer v1) version.
-    pub training: &'static str,
-    /// Kubeflow Trainer (v2) version; releases before 1.11.0 have none.
-    pub trainer: Option<&'static str>,
-    /// Kubeflow Pipelines version.
-    pub pipelines: &'static str,
-    /// KServe version.
-    pub serving: &'static str,
-    /// Istio version: the bundle's (the folder's name).
-    pub istio: &'static str,
+    /// The version of each bundle folder the release carries, as
+    /// kubeflow/manifests states it for the tag: a component's version is
+    /// its first bundle folder's (in the component registry), Auth's is
+    /// oauth2-proxy's (its dex is the one released beside it). A folder
+    /// absent: not in that release's bundles (the device plugins' versions
+    /// are chosen per resource).
+    pub versions: &'static [(&'static str, &'static str)],
     /// The Istio version the bundle's control-plane images run, which the
     /// upgrade risk is judged by: 26.03's bundle is labelled 1.29.0 but runs
     /// 1.28.0 images (a test reads it from the bundle).
     pub istio_runs: &'static str,
-    /// cert-manager version; releases before 26.03 carry none the
-    /// operators install.
-    pub cert_manager: Option<&'static str>,
-    /// Kubeflow Notebooks version; releases before 26.03 carry none the
-    /// operators install.
-    pub notebooks: Option<&'static str>,
-    /// oauth2-proxy version, the Auth component's (its dex is the one
-    /// released beside it, which the Auth operator knows); releases
-    /// before 26.03 carry none the operators install.
-    pub auth: Option<&'static str>,
-    /// The dex released beside that oauth2-proxy: read here for the
-    /// upgrade plan and the image list only (the Auth operator pairs it
-    /// with the oauth2-proxy version itself, so an external OIDC provider
-    /// needs no dex version).
-    pub dex: Option<&'static str>,
-    /// The central dashboard's version (its Kubeflow roles come from the
-    /// release's platform glue); releases before 26.03 carry none the
-    /// operators install.
-    pub dashboard: Option<&'static str>,
-    /// Katib's version; releases before 26.03 carry none the operators
-    /// install.
-    pub katib: Option<&'static str>,
-    /// Model Registry's version (Kubeflow Hub from v0.3.9 on); releases
-    /// before 26.03 carry none the operators install.
-    pub model_registry: Option<&'static str>,
-    /// The Spark operator's version; releases before 26.03 carry none the
-    /// operators install.
-    pub spark: Option<&'static str>,
-    /// Knative's version (Serving's; Eventing is released beside it);
-    /// releases before 26.03 carry none the operators install.
-    pub knative: Option<&'static str>,
 }
 
 /// Known releases, oldest first; an upgrade moves one step along this list.
-/// Versions as kubeflow/manifests states them for each tag.
 pub const RELEASES: &[Release] = &[
     Release {
         kubeflow: "1.10.2",
-        training: "v1.9.2",
-        trainer: None,
-        pipelines: "2.5.0",
-        serving: "v0.15.0",
-        istio: "1.26.1",
+        versions: &[
+            ("training", "v1.9.2"),
+            ("pipelines", "2.5.0"),
+            ("serving", "v0.15.0"),
+            ("istio", "1.26.1"),
+        ],
         istio_runs: "1.26.1",
-        cert_manager: None,
-        notebooks: None,
-        auth: None,
-        dex: None,
-        dashboard: None,
-        katib: None,
-        model_registry: None,
-        spark: None,
-        knative: None,
     },
     Release {
         kubeflow: "1.11.0",
-        training: "v1.9.2",
-        trainer: Some("v2.1.0"),
-        pipelines: "2.15.0",
-        serving: "v0.15.2",
-        istio: "1.28.0",
+        versions: &[
+            ("training", "v1.9.2"),
+            ("trainer", "v2.1.0"),
+            ("pipelines", "2.15.0"),
+            ("serving", "v0.15.2"),
+            ("istio", "1.28.0"),
+        ],
         istio_runs: "1.28.0",
-        cert_manager: None,
-        notebooks: None,
-        auth: None,
-        dex: None,
-        dashboard: None,
-        katib: None,
-        model_registry: None,
-        spark: None,
-        knative: None,
     },
     // The first date release (kubeflow/manifests moved to YY.MM after 1.11.0).
     Release {
         kubeflow: "26.03",
-        training: "v1.9.2",
-        trainer: Some("v2.1.0"),
-        pipelines: "2.16.0",
-        serving: "v0.16.0",
-        istio: "1.29.0",
+        versions: &[
+            ("training", "v1.9.2"),
+            ("trainer", "v2.1.0"),
+            ("pipelines", "2.16.0"),
+            ("serving", "v0.16.0"),
+            ("istio", "1.29.0"),
+            ("cert-manager", "v1.19.4"),
+            ("notebooks", "v1.10.0"),
+            ("oauth2-proxy", "v7.14.3"),
+            ("dex", "v2.45.0"),
+            ("dashboard", "v1.10.0"),
+            ("katib", "v0.19.0"),
+            ("model-registry", "v0.3.7"),
+            ("spark", "2.5.0"),
+            ("knative", "v1.21.1"),
+        ],
         istio_runs: "1.28.0",
-        cert_manager: Some("v1.19.4"),
-        notebooks: Some("v1.10.0"),
-        auth: Some("v7.14.3"),
-        dex: Some("v2.45.0"),
-        dashboard: Some("v1.10.0"),
-        katib: Some("v0.19.0"),
-        model_registry: Some("v0.3.7"),
-        spark: Some("2.5.0"),
-        knative: Some("v1.21.1"),
     },
     Release {
         kubeflow: "26.03.1",
-        training: "v1.9.2",
-        trainer: Some("v2.2.0"),
-        pipelines: "2.16.1",
-        serving: "v0.18.0",
-        istio: "1.30.1",
+        versions: &[
+            ("training", "v1.9.2"),
+            ("trainer", "v2.2.0"),
+            ("pipelines", "2.16.1"),
+            ("serving", "v0.18.0"),
+            ("istio", "1.30.1"),
+            ("cert-manager", "v1.20.2"),
+            ("notebooks", "v1.11.0"),
+            ("oauth2-proxy", "v7.15.2"),
+            ("dex", "v2.45.1"),
+            ("dashboard", "v2.0.0"),
+            ("katib", "v0.19.0"),
+            ("model-registry", "v0.3.9"),
+            ("spark", "2.5.0"),
+            ("knative", "v1.22.0"),
+        ],
         istio_runs: "1.30.1",
-        cert_manager: Some("v1.20.2"),
-        notebooks: Some("v1.11.0"),
-        auth: Some("v7.15.2"),
-        dex: Some("v2.45.1"),
-        dashboard: Some("v2.0.0"),
-        katib: Some("v0.19.0"),
-        model_registry: Some("v0.3.9"),
-        spark: Some("2.5.0"),
-        knative: Some("v1.22.0"),
     },
 ];
 
 impl Release {
-    /// The version of a component; None for a component the release does
-    /// not include or whose versions are chosen per CR (device plugins).
-    pub fn component(&self, kind: ComponentKind) -> Option<&'static str> {
-        match kind {
-            ComponentKind::Training => Some(self.training),
-            ComponentKind::Trainer => self.trainer,
-            ComponentKind::Pipelines => Some(self.pipelines),
-            ComponentKind::Serving => Some(self.serving),
-            ComponentKind::Istio => Some(self.istio),
-            ComponentKind::CertManager => self.cert_manager,
-            ComponentKind::Notebooks => self.notebooks,
-            ComponentKind::Auth => self.auth,
-            ComponentKind::Dashboard => self.dashboard,
-            ComponentKind::Katib => self.katib,
-            ComponentKind::ModelRegistry => self.model_registry,
-            ComponentKind::Spark => self.spark,
-            ComponentKind::Knative => self.knative,
-            ComponentKind::DevicePlugins => None,
-        }
+    /// The version of a bundle folder in this release.
+    pub fn version(&self, folder: &str) -> Option<&'static str> {
+        self.versions
+            .iter()
+            .find(|(f, _)| *f == folder)
+            .map(|(_, v)| *v)
     }
-}
 
-impl Release {
+    /// The version of a component: its first bundle folder's. None for a
+    /// component the release does not include or whose versions are chosen
+    /// per CR (device plugins).
+    pub fn component(&self, kind: ComponentKind) -> Option<&'static str> {
+        kind.entry()
+            .bundles
+            .first()
+            .and_then(|folder| self.version(folder))
+    }
+
     /// The bundle folders and versions a component installs at this
-    /// release: its own folder, and for Auth dex's beside oauth2-proxy's.
+    /// release: its bundle folders the release carries (Auth's dex beside
+    /// oauth2-proxy), and the release's platform glue for a component that
+    /// reads it (the Dashboard's Kubeflow roles, Knative's cluster-local
+    /// gateway).
     pub fn bundles(&self, kind: ComponentKind) -> Vec<(&'static str, &'static str)> {
-        let Some(v) = self.component(kind) else {
+        if self.component(kind).is_none() {
             return Vec::new();
-        };
-        match kind {
-            ComponentKind::Auth => std::iter::once(("oauth2-proxy", v))
-                .chain(self.dex.map(|d| ("dex", d)))
-                .collect(),
-            // The Kubeflow roles come from the release's platform glue.
-            ComponentKind::Dashboard => vec![("dashboard", v), ("platform", self.kubeflow)],
-            // The Istio cluster-local gateway comes from the platform glue.
-            ComponentKind::Knative => vec![("knative", v), ("platform", self.kubeflow)],
-            _ => vec![(kind.name(), v)],
         }
+        let entry = kind.entry();
+        let platform = entry
+            .takes_platform
+            .then_some((kubeflow_api::registry::PLATFORM, self.kubeflow));
+        entry
+            .bundles
+            .iter()
+            .filter_map(|folder| self.version(folder).map(|v| (*folder, v)))
+            .chain(platform)
+            .collect()
     }
 }
 
@@ -199,8 +151,8 @@ pub fn upgrade_risk(from: &Release, to: &Release) -> Option<String> {
             to.kubeflow,
             from.istio_runs,
             to.istio_runs,
-            from.istio,
-            to.istio,
+            from.version("istio").unwrap_or_default(),
+            to.version("istio").unwrap_or_default(),
             b - a,
             from.istio_runs
         )
@@ -411,65 +363,34 @@ mod tests {
             RELEASES.len(),
             "one README row per release of the table"
         );
+        // The README's columns after Kubeflow's, as bundle folders.
+        const COLUMNS: [&str; 14] = [
+            "training",
+            "trainer",
+            "pipelines",
+            "serving",
+            "istio",
+            "cert-manager",
+            "dex",
+            "oauth2-proxy",
+            "dashboard",
+            "notebooks",
+            "katib",
+            "model-registry",
+            "spark",
+            "knative",
+        ];
         for row in rows {
             let r = find(&row[0]).unwrap_or_else(|| panic!("{} is not in the table", row[0]));
-            let trainer = (row[2] != "-").then_some(row[2].as_str());
-            let given = |i: usize| (row[i] != "n/r").then_some(row[i].as_str());
-            let (
-                cert_manager,
-                dex,
-                auth,
-                dashboard,
-                notebooks,
-                katib,
-                model_registry,
-                spark,
-                knative,
-            ) = (
-                given(6),
-                given(7),
-                given(8),
-                given(9),
-                given(10),
-                given(11),
-                given(12),
-                given(13),
-                given(14),
-            );
-            assert_eq!(
-                (
-                    r.training,
-                    r.trainer,
-                    r.pipelines,
-                    r.serving,
-                    r.istio,
-                    r.cert_manager,
-                    r.dex,
-                    r.auth,
-                    r.dashboard,
-                    r.notebooks
-                ),
-                (
-                    row[1].as_str(),
-                    trainer,
-                    row[3].as_str(),
-                    row[4].as_str(),
-                    row[5].as_str(),
-                    cert_manager,
-                    dex,
-                    auth,
-                    dashboard,
-                    notebooks
-                ),
-                "{}",
-                r.kubeflow
-            );
-            assert_eq!(
-                (r.katib, r.model_registry, r.spark, r.knative),
-                (katib, model_registry, spark, knative),
-                "{}",
-                r.kubeflow
-            );
+            for (i, folder) in COLUMNS.iter().enumerate() {
+                let cell = row[i + 1].as_str();
+                let given = (cell != "-" && cell != "n/r").then_some(cell);
+                assert_eq!(r.version(folder), given, "{} {folder}", r.kubeflow);
+            }
+            // Nothing in the table the README does not give.
+            for (folder, _) in r.versions {
+                assert!(COLUMNS.contains(folder), "{} {folder}", r.kubeflow);
+            }
         }
     }
 
@@ -477,8 +398,11 @@ mod tests {
     fn istio_runs_what_the_bundle_images_say() {
         let dir = manifests().join("istio");
         for r in RELEASES {
-            let install = std::fs::read_to_string(dir.join(r.istio).join("install.yaml"))
-                .expect("the istio bundle");
+            let install = std::fs::read_to_string(
+                dir.join(r.version("istio").expect("istio"))
+                    .join("install.yaml"),
+            )
+            .expect("the istio bundle");
             let tags: std::collections::BTreeSet<&str> = install
                 .lines()
                 .filter_map(|l| l.trim().strip_prefix("image: "))

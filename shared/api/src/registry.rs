@@ -67,6 +67,7 @@ pub const COMPONENTS: &[Component] = &[
         takes_platform: true,
         depends_on: &["istio"],
     },
+    // Its version is oauth2-proxy's (dex is released beside it).
     // oauth2-proxy sits in front of Istio's ingress gateway, whose mesh
     // config must name it; cert-manager's webhook certificates come before
     // any web app.
@@ -75,7 +76,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: "Auth",
         plural: "auths",
         field: "auth",
-        bundles: &["dex", "oauth2-proxy"],
+        bundles: &["oauth2-proxy", "dex"],
         takes_platform: false,
         depends_on: &["istio", "cert-manager"],
     },
