@@ -16,8 +16,8 @@ mod summary;
 use clap::{CommandFactory, FromArgMatches};
 
 /// Turns `Kubeflow` custom resources into one custom resource per component
-/// (Istio, CertManager, Knative, Auth, Dashboard, Pipelines, Serving, Training, Trainer, Notebooks, Katib, ModelRegistry, Spark, DevicePlugins), which the
-/// component operators install.
+/// (`kubectl api-resources --categories kubeflow-all` lists their kinds),
+/// which the component operators install.
 #[derive(clap::Parser)]
 #[command(version, after_help = kubeflow_operator::component::ENVIRONMENT_HELP)]
 struct Cli {
