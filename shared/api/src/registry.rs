@@ -12,6 +12,8 @@ pub struct Component {
     /// the `components.kubeflow.org/component` label's value, its metrics'
     /// `component` label.
     pub name: &'static str,
+    /// What people call it, in a console (the OLM bundle's descriptors).
+    pub title: &'static str,
     /// Its custom resource's kind in `components.kubeflow.org`.
     pub kind: &'static str,
     /// Its custom resource's plural.
@@ -41,6 +43,7 @@ pub const PLATFORM: &str = "platform";
 pub const COMPONENTS: &[Component] = &[
     Component {
         name: "istio",
+        title: "Istio",
         kind: "Istio",
         plural: "istios",
         field: "istio",
@@ -50,6 +53,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "cert-manager",
+        title: "cert-manager",
         kind: "CertManager",
         plural: "certmanagers",
         field: "certManager",
@@ -60,6 +64,7 @@ pub const COMPONENTS: &[Component] = &[
     // net-istio and the cluster-local gateway are Istio objects.
     Component {
         name: "knative",
+        title: "Knative",
         kind: "Knative",
         plural: "knatives",
         field: "knative",
@@ -73,6 +78,7 @@ pub const COMPONENTS: &[Component] = &[
     // any web app.
     Component {
         name: "auth",
+        title: "Login (dex and oauth2-proxy)",
         kind: "Auth",
         plural: "auths",
         field: "auth",
@@ -84,6 +90,7 @@ pub const COMPONENTS: &[Component] = &[
     // cert-manager; the Kubeflow roles come from the platform folder.
     Component {
         name: "dashboard",
+        title: "Central dashboard and profiles",
         kind: "Dashboard",
         plural: "dashboards",
         field: "dashboard",
@@ -93,6 +100,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "training",
+        title: "Training operator",
         kind: "Training",
         plural: "trainings",
         field: "training",
@@ -102,6 +110,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "trainer",
+        title: "Trainer",
         kind: "Trainer",
         plural: "trainers",
         field: "trainer",
@@ -111,6 +120,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "device-plugins",
+        title: "Device plugins",
         kind: "DevicePlugins",
         plural: "deviceplugins",
         field: "devicePlugins",
@@ -120,6 +130,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "pipelines",
+        title: "Pipelines",
         kind: "Pipelines",
         plural: "pipelines",
         field: "pipelines",
@@ -131,6 +142,7 @@ pub const COMPONENTS: &[Component] = &[
     // which its Serverless mode runs on.
     Component {
         name: "serving",
+        title: "Serving (KServe)",
         kind: "Serving",
         plural: "servings",
         field: "serving",
@@ -142,6 +154,7 @@ pub const COMPONENTS: &[Component] = &[
     // certificate.
     Component {
         name: "notebooks",
+        title: "Notebooks",
         kind: "Notebooks",
         plural: "notebooks",
         field: "notebooks",
@@ -152,6 +165,7 @@ pub const COMPONENTS: &[Component] = &[
     // The same for its web app and its webhooks' certificate.
     Component {
         name: "katib",
+        title: "Katib",
         kind: "Katib",
         plural: "katibs",
         field: "katib",
@@ -162,6 +176,7 @@ pub const COMPONENTS: &[Component] = &[
     // Its web app's route, login and menu entry.
     Component {
         name: "model-registry",
+        title: "Model Registry",
         kind: "ModelRegistry",
         plural: "modelregistries",
         field: "modelRegistry",
@@ -171,6 +186,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "spark",
+        title: "Spark operator",
         kind: "Spark",
         plural: "sparks",
         field: "spark",
@@ -250,6 +266,7 @@ pub fn to_json() -> serde_json::Value {
         "operators": operators().collect::<Vec<_>>(),
         "components": COMPONENTS.iter().map(|c| serde_json::json!({
             "name": c.name,
+            "title": c.title,
             "kind": c.kind,
             "plural": c.plural,
             "field": c.field,

@@ -43,7 +43,7 @@ struct KindInfo {
     status: Vec<Descriptor>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Descriptor {
     path: String,
@@ -305,6 +305,11 @@ fn owned_crd(crd: &Value, base: &Base) -> Result<Value, String> {
         .kinds
         .get(kind)
         .ok_or(format!("bundle/base.yaml says nothing of {kind}"))?;
+    let spec = if kind == "Kubeflow" {
+        with_component_states(&info.spec)
+    } else {
+        info.spec.clone()
+    };
     let descriptors = |root: &str, list: &[Descriptor]| -> Result<Vec<Value>, String> {
         list.iter()
             .map(|d| {
@@ -337,9 +342,32 @@ fn owned_crd(crd: &Value, base: &Base) -> Result<Value, String> {
         "kind": kind,
         "displayName": info.display_name,
         "description": info.description,
-        "specDescriptors": descriptors("spec", &info.spec)?,
+        "specDescriptors": descriptors("spec", &spec)?,
         "statusDescriptors": descriptors("status", &info.status)?,
     }))
+}
+
+/// The `Kubeflow` kind's descriptors with one Managed/Removed choice per
+/// component of the registry, named by its title, after `components`.
+fn with_component_states(list: &[Descriptor]) -> Vec<Descriptor> {
+    let states = kubeflow_api::registry::COMPONENTS
+        .iter()
+        .map(|c| Descriptor {
+            path: format!("components.{}.managementState", c.field),
+            display_name: c.title.to_string(),
+            description: None,
+            x: ["Managed", "Removed"]
+                .map(|s| format!("urn:alm:descriptor:com.tectonic.ui:select:{s}"))
+                .to_vec(),
+        });
+    let at = list
+        .iter()
+        .position(|d| d.path == "components")
+        .map_or(list.len(), |i| i + 1);
+    let mut out = list[..at].to_vec();
+    out.extend(states);
+    out.extend_from_slice(&list[at..]);
+    out
 }
 
 /// The schema of `<root>.<dotted path>`, if the kind has that field.
