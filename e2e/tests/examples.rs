@@ -7,27 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kubeflow_e2e::component::prepare;
+use kubeflow_e2e::component::{ALL_KINDS, prepare};
 use kubeflow_e2e::{TestNamespace, repo_root, run_tool};
-
-/// The kinds an example must exist for.
-const KINDS: [&str; 15] = [
-    "Kubeflow",
-    "Istio",
-    "CertManager",
-    "Auth",
-    "Dashboard",
-    "Notebooks",
-    "Katib",
-    "ModelRegistry",
-    "Spark",
-    "Knative",
-    "Pipelines",
-    "Serving",
-    "Training",
-    "Trainer",
-    "DevicePlugins",
-];
 
 /// Every file under `dir`, subfolders included, in a stable order.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -64,7 +45,8 @@ async fn every_example_passes_the_crd_schemas() {
             (f, text)
         })
         .collect();
-    for kind in KINDS {
+    // Every kind of the component registry, and Kubeflow's.
+    for &kind in ALL_KINDS.iter() {
         let line = format!("kind: {kind}");
         assert!(
             texts.iter().any(|(_, t)| t.lines().any(|l| l == line)),

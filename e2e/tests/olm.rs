@@ -14,29 +14,12 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kubeflow_e2e::component::prepare;
+use kubeflow_e2e::demo::COMPONENTS;
 use kubeflow_e2e::operator::{binary, free_port, stop_child};
 use kubeflow_e2e::{
     TestNamespace, apply_yaml, kubeconfig_path, manifests_dir, repo_root, run_tool, wait_for,
 };
 use serde_json::Value;
-
-const COMPONENTS: [&str; 15] = [
-    "meta",
-    "istio",
-    "cert-manager",
-    "auth",
-    "dashboard",
-    "notebooks",
-    "katib",
-    "model-registry",
-    "spark",
-    "knative",
-    "pipelines",
-    "serving",
-    "training",
-    "trainer",
-    "device-plugins",
-];
 
 fn yaml_file(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
