@@ -426,6 +426,16 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         .expect("delete the Experiment");
     wait_gone(&users, "user-tuning", TIMEOUT).await;
     drop(ctl);
+    // The Katib resource goes while its operator runs: left to the
+    // namespace's deletion, its finalizer would keep it (and its claim on
+    // Katib's CRDs) alive, and a later test of the group applying those
+    // CRDs found them held (CI: library.rs after katib.rs).
+    kubeflow_e2e::component::delete_and_wait(
+        &katibs,
+        "kubeflow",
+        kubeflow_e2e::component::REMOVAL_TIMEOUT,
+    )
+    .await;
     drop(op);
     ns.delete().await;
     let _ = std::fs::remove_dir_all(&dir);
