@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::Role;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
 use kubeflow_e2e::operator::OperatorProcess;
@@ -110,6 +110,31 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
     )
     .await;
     wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
+
+    // The issuer turned into a CA issuer of someone else's, as a merge
+    // patch of another field manager would, is turned back whole within a
+    // second or two: every webhook certificate would be theirs after it.
+    issuers
+        .patch(
+            ISSUER,
+            &PatchParams {
+                field_manager: Some("mallory".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(
+                json!({"spec": {"selfSigned": null, "ca": {"secretName": "mallory-ca"}}}),
+            ),
+        )
+        .await
+        .expect("the issuer patched");
+    let start = std::time::Instant::now();
+    wait_for("the issuer's spec put back whole", TIMEOUT, || async {
+        let issuer = issuers.get(ISSUER).await.ok()?;
+        (issuer.data.get("spec") == Some(&json!({"selfSigned": {}}))).then_some(())
+    })
+    .await;
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(2), "the issuer took {took:?}");
     let issuer_uid = issuers.get(ISSUER).await.expect("the issuer").uid();
 
     // Upgrade: v1.20.2's images, the issuer kept (same object).

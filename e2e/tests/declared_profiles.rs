@@ -90,6 +90,43 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     let took = start.elapsed();
     assert!(took < Duration::from_secs(1), "the owner took {took:?}");
 
+    // Its labels edited by hand (each of the project's given another
+    // value, so the profile would read as someone else's) are put back
+    // within a second too.
+    let labels = all_profiles
+        .get(PROFILE)
+        .await
+        .expect("profile")
+        .labels()
+        .clone();
+    let ours: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .filter(|(k, _)| k.contains("kubeflow.org") || k.starts_with("applyset.kubernetes.io"))
+        .map(|(k, _)| (k.clone(), json!("mallory")))
+        .collect();
+    assert!(
+        ours.keys()
+            .any(|k| k == "components.kubeflow.org/component"),
+        "the declared profile carries the component label: {labels:?}"
+    );
+    merge(
+        &all_profiles,
+        PROFILE,
+        json!({"metadata": {"labels": ours}}),
+    )
+    .await;
+    let start = Instant::now();
+    wait_for("the labels put back", Duration::from_secs(30), || async {
+        let p = all_profiles.get(PROFILE).await.ok()?;
+        labels
+            .iter()
+            .all(|(k, v)| p.labels().get(k) == Some(v))
+            .then_some(())
+    })
+    .await;
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(1), "the labels took {took:?}");
+
     // A deleted declared profile is back within a second.
     let uid = all_profiles.get(PROFILE).await.expect("profile").uid();
     all_profiles

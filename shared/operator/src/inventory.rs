@@ -108,6 +108,26 @@ pub fn holder(obj: &DynamicObject) -> Option<(String, String, String)> {
     ))
 }
 
+/// Whether labels that name an owner (`owner-namespace`, `owner-name`) are
+/// not those of any parent the project has: the id is no `Kubeflow`'s and
+/// no component resource's of that name and namespace. The project's
+/// operators always write the three together, so such a set was edited by
+/// hand (a member's labels changed to make it read as someone else's) and
+/// claims nothing. An id without owner labels (kubectl's own ApplySets,
+/// another tool's) is not judged here: it may be a real holder.
+pub fn forged_holder(id: &str, namespace: &str, name: &str) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    let platform = std::iter::once(("Kubeflow", kubeflow_api::PLATFORM_GROUP));
+    let components = kubeflow_api::registry::COMPONENTS
+        .iter()
+        .map(|c| (c.kind, kubeflow_api::COMPONENTS_GROUP));
+    !platform
+        .chain(components)
+        .any(|(kind, group)| applyset_id(name, namespace, kind, group) == id)
+}
+
 /// kubectl's ApplySet id: base64url(sha256("<name>.<namespace>.<kind>.<group>")) without padding.
 pub fn applyset_id(name: &str, namespace: &str, kind: &str, group: &str) -> String {
     let digest = ring::digest::digest(
@@ -141,6 +161,24 @@ pub fn parse_group_kinds(annotation: Option<&String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_is_forged_only_when_its_owner_labels_fit_no_parent_of_ours() {
+        let real = applyset_id(
+            "kubeflow",
+            "team",
+            "Dashboard",
+            kubeflow_api::COMPONENTS_GROUP,
+        );
+        assert!(!forged_holder(&real, "team", "kubeflow"));
+        let platform = applyset_id("kubeflow", "team", "Kubeflow", kubeflow_api::PLATFORM_GROUP);
+        assert!(!forged_holder(&platform, "team", "kubeflow"));
+        // Every label given another value, or the id moved to another name.
+        assert!(forged_holder("mallory", "mallory", "mallory"));
+        assert!(forged_holder(&real, "team", "other"));
+        // No owner name: kubectl's ApplySets and other tools' are not judged.
+        assert!(!forged_holder("applyset-x-v1", "", ""));
+    }
 
     #[test]
     fn the_applyset_id_is_kubectls() {

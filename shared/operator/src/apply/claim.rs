@@ -165,8 +165,10 @@ impl Engine {
     }
 
     /// Whether the inventory `id` was a parent of this request's kind at
-    /// `namespace/name` that no longer exists. A holder of another kind is
-    /// never taken for gone: this operator cannot tell.
+    /// `namespace/name` that no longer exists, or labels that fit no parent
+    /// of the project's at all (edited by hand: they hold nothing, and the
+    /// object is put back as ours). A holder of another kind is never taken
+    /// for gone: this operator cannot tell.
     pub(super) async fn holder_gone(
         &self,
         req: &ApplyRequest<'_>,
@@ -174,6 +176,9 @@ impl Engine {
         namespace: &str,
         name: &str,
     ) -> Result<bool, ApplyError> {
+        if crate::inventory::forged_holder(id, namespace, name) {
+            return Ok(true);
+        }
         let r = req.parent_resource;
         if name.is_empty()
             || id != crate::inventory::applyset_id(name, namespace, &r.kind, &r.group)

@@ -15,6 +15,9 @@
 //!   except a `caBundle` (a CA injector's);
 //! - Istio's AuthorizationPolicy, PeerAuthentication and
 //!   RequestAuthentication, NetworkPolicies: `spec`;
+//! - cert-manager's Issuers and ClusterIssuers: `spec` (an issuer whose
+//!   `selfSigned` someone turned into a `ca` of their own signs every
+//!   webhook certificate issued afterwards);
 //! - PriorityClasses: `value`, `globalDefault`, `preemptionPolicy`;
 //! - Deployments, StatefulSets, DaemonSets: the pod template's containers,
 //!   init containers, volumes, ServiceAccount and host namespaces.
@@ -43,6 +46,8 @@ const WHOLE: &[(&str, &[&[&str]])] = &[
     ("PeerAuthentication", &[&["spec"]]),
     ("RequestAuthentication", &[&["spec"]]),
     ("NetworkPolicy", &[&["spec"]]),
+    ("Issuer", &[&["spec"]]),
+    ("ClusterIssuer", &[&["spec"]]),
     (
         "PriorityClass",
         &[&["value"], &["globalDefault"], &["preemptionPolicy"]],
@@ -288,5 +293,30 @@ mod tests {
             "rules": [{"verbs": ["get"]}]});
         let wanted = json!({"kind": "ClusterRole", "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "true"}}]}});
         assert!(removals(&aggregated, &wanted, OWN).is_empty());
+    }
+
+    #[test]
+    fn an_issuer_turned_into_someone_elses_ca_is_turned_back() {
+        let desired = json!({"kind": "ClusterIssuer", "spec": {"selfSigned": {}}});
+        let live = json!({"kind": "ClusterIssuer",
+            "metadata": {"managedFields": [
+                {"manager": OWN, "operation": "Apply", "fieldsV1": {"f:spec": {"f:selfSigned": {}}}},
+                {"manager": "kubectl-patch", "operation": "Update", "fieldsV1": {"f:spec": {"f:ca": {".": {}, "f:secretName": {}}}}}
+            ]},
+            "spec": {"selfSigned": {}, "ca": {"secretName": "mallory-ca"}}});
+        assert_eq!(removals(&live, &desired, OWN), vec!["/spec/ca".to_string()]);
+        let issuer = json!({"kind": "Issuer",
+            "metadata": {"managedFields": [
+                {"manager": "kubectl-patch", "operation": "Update", "fieldsV1": {"f:spec": {"f:ca": {".": {}, "f:secretName": {}}}}}
+            ]},
+            "spec": {"ca": {"secretName": "mallory-ca"}}});
+        assert_eq!(
+            removals(
+                &issuer,
+                &json!({"kind": "Issuer", "spec": {"selfSigned": {}}}),
+                OWN
+            ),
+            vec!["/spec/ca".to_string()]
+        );
     }
 }
