@@ -23,6 +23,19 @@ use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-auth-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
+/// The CRDs dex stores its state in (its storage type `kubernetes`).
+const DEX_CRDS: [&str; 10] = [
+    "authcodes.dex.coreos.com",
+    "authrequests.dex.coreos.com",
+    "connectors.dex.coreos.com",
+    "devicerequests.dex.coreos.com",
+    "devicetokens.dex.coreos.com",
+    "oauth2clients.dex.coreos.com",
+    "offlinesessionses.dex.coreos.com",
+    "passwords.dex.coreos.com",
+    "refreshtokens.dex.coreos.com",
+    "signingkeies.dex.coreos.com",
+];
 
 /// A Secret's text values.
 async fn secret(client: &kube::Client, ns: &str, name: &str) -> BTreeMap<String, String> {
@@ -72,6 +85,23 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
         cr.data.pointer("/status/dexVersion"),
         Some(&json!("v2.45.0"))
     );
+    // Every CRD dex keeps its state in is installed with the component,
+    // labelled as its (dex would otherwise make nine of them itself at its
+    // first start, known to no removal).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in DEX_CRDS {
+        let crd = crds
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            crd.labels()
+                .get("components.kubeflow.org/component")
+                .map(String::as_str),
+            Some("auth"),
+            "{name}"
+        );
+    }
 
     // Generated secrets: oauth2-proxy's and dex's client secret agree; the
     // cookie secret is an AES-256 key as oauth2-proxy takes it.
@@ -309,13 +339,17 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
         TIMEOUT,
     )
     .await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    assert!(
-        crds.get_opt("authcodes.dex.coreos.com")
+    for name in DEX_CRDS {
+        let kept = crds
+            .get_opt(name)
             .await
             .expect("get")
-            .is_some()
-    );
+            .unwrap_or_else(|| panic!("{name} kept (crdPolicy Retain)"));
+        assert!(
+            !kept.labels().contains_key("applyset.kubernetes.io/part-of"),
+            "{name} released"
+        );
+    }
     for kept in ["auth", "oauth2-proxy"] {
         let n = namespaces.get(kept).await.expect("kept");
         assert!(n.metadata.deletion_timestamp.is_none(), "{kept}");

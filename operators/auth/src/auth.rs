@@ -23,6 +23,7 @@ use kubeflow_operator::secrets;
 use serde_json::Value;
 
 use crate::dex::{self, User};
+use crate::dex_storage;
 use crate::proxy::{self, Login, ProxySecrets};
 
 /// oauth2-proxy's bundle folder (the CR's `spec.version`).
@@ -157,7 +158,7 @@ impl Component for AuthComponent {
     type Inputs = Inputs;
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&[PROXY_FOLDER, DEX_FOLDER])
+        Permissions::bundles(&[PROXY_FOLDER, DEX_FOLDER]).with_objects(dex_storage::crds())
     }
 
     fn references(cr: &Auth) -> Vec<Reference> {
@@ -250,6 +251,7 @@ impl Component for AuthComponent {
                     client_secret,
                 },
             )?;
+            dex_storage::add_missing(&mut dex_objects);
             objects.extend(dex_objects);
         }
         let login = Login {

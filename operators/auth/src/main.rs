@@ -4,6 +4,7 @@
 
 mod auth;
 mod dex;
+mod dex_storage;
 mod proxy;
 
 /// mimalloc: it gives freed memory back to the system, so the resident size

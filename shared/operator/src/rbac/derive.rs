@@ -41,6 +41,7 @@ pub fn component_rules(
             objects.extend(bundle::load(manifests_dir, folder, &version)?.objects());
         }
     }
+    objects.extend(permissions.objects.iter().cloned());
     if let Some(kinds) = &permissions.only_kinds {
         objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
     }

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
 
 pub use check::{allows, allows_named, covers, missing};
@@ -64,6 +65,9 @@ pub struct Permissions {
     /// plural): granted cluster-wide, and pinned by admission to the
     /// objects carrying the component's label (see `pins`).
     pub labelled: Vec<(String, String)>,
+    /// Objects the code adds to every version of its bundles (dex's
+    /// storage CRDs): their rules and pins are derived as the bundles' are.
+    pub objects: Vec<DynamicObject>,
     /// Cluster-wide rules the code needs besides the bundles.
     pub extra: Vec<PolicyRule>,
     /// Rules the code needs besides the bundles, in the allowed namespaces only.
@@ -96,6 +100,12 @@ impl Permissions {
             folder.to_string(),
             kinds.iter().map(|k| k.to_string()).collect(),
         ));
+        self
+    }
+
+    /// Adds objects the code installs with every version of its bundles.
+    pub fn with_objects(mut self, objects: impl IntoIterator<Item = DynamicObject>) -> Self {
+        self.objects.extend(objects);
         self
     }
 
