@@ -340,6 +340,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
     );
 
     // Delete the CR, then uninstall the chart.
+    let roles_before = kubeflow_e2e::demo::managed_cluster_roles(&client).await;
     delete_and_wait(&kfs, "kubeflow", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
     let refused = demo.forbidden();
     drop(demo);
@@ -397,6 +398,7 @@ async fn the_demo_installs_kubeflow_as_the_charts_service_accounts_and_uninstall
         !roles.contains("-cluster-claim"),
         "a claim is left:\n{roles}"
     );
+    kubeflow_e2e::demo::assert_cluster_roles_gone(&client, &roles_before).await;
     // Only CRDs remain: the project's own (Helm never deletes CRDs) and the
     // bundles' (kept by default, released from the project's labels).
     let crds = tool_ok("kubectl", &["get", "crds", "-o", "name"]);

@@ -295,6 +295,31 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
         let kept = crds.get(name).await.expect("kept");
         assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));
     }
+    // The removal's Retained Event names every kept object: the volume and
+    // its password (released by the earlier switch, still the component's
+    // data) as well as the CRDs.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns.name);
+    let note = wait_for("the Retained Event", TIMEOUT, || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=kubeflow"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Retained"))
+            .filter_map(|e| e.message)
+            .find(|m| m.contains("CRDs"))
+    })
+    .await;
+    for kept in [
+        format!("{}/katib-mysql", ns.name),
+        format!("{}/katib-mysql-secrets", ns.name),
+        "experiments.kubeflow.org".to_string(),
+        "trials.kubeflow.org".to_string(),
+        "suggestions.kubeflow.org".to_string(),
+    ] {
+        assert!(note.contains(&kept), "{kept} not in: {note}");
+    }
     assert_eq!(
         users.get("user-tuning").await.expect("kept").uid(),
         user_uid
@@ -424,7 +449,15 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         .delete("user-tuning", &DeleteParams::foreground())
         .await
         .expect("delete the Experiment");
-    wait_gone(&users, "user-tuning", TIMEOUT).await;
+    // Foreground: the garbage collector takes the Suggestion, its
+    // Deployment and Service first; on a loaded API server (two control
+    // planes on two cores) that took over 90 s once.
+    wait_gone(
+        &users,
+        "user-tuning",
+        kubeflow_e2e::component::REMOVAL_TIMEOUT,
+    )
+    .await;
     drop(ctl);
     // The Katib resource goes while its operator runs: left to the
     // namespace's deletion, its finalizer would keep it (and its claim on

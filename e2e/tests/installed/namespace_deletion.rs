@@ -21,6 +21,7 @@ const TIMEOUT: Duration = Duration::from_secs(240);
 pub async fn check(client: &kube::Client, demo: Demo) {
     let client = client.clone();
 
+    let roles_before = kubeflow_e2e::demo::managed_cluster_roles(&client).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .delete(KUBEFLOW_NAMESPACE, &Default::default())
@@ -68,6 +69,7 @@ pub async fn check(client: &kube::Client, demo: Demo) {
     );
     let roles = tool_ok("kubectl", &["get", "clusterroles", "-o", "name"]);
     assert!(!roles.contains("-cluster-claim"), "a claim is left");
+    kubeflow_e2e::demo::assert_cluster_roles_gone(&client, &roles_before).await;
     // The only refusals were in the namespace being deleted.
     // Written plainly by our logs, escaped inside the API status kube's
     // watcher prints with Debug.
