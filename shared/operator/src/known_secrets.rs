@@ -332,12 +332,25 @@ fn object_name(o: &DynamicObject) -> String {
     }
 }
 
-/// Refuses objects that hold a known secret, naming the object and the
-/// field, and the overrides that target that object (`overrides`: each
-/// list with the field it comes from, as [`crate::overrides::apply`] names
-/// them). The refusal never quotes the secret.
+/// Refuses objects that hold a known secret or an empty password (or a
+/// setting allowing one), naming the object and the field, and the
+/// overrides that target that object (`overrides`: each list with the
+/// field it comes from, as [`crate::overrides::apply`] names them). The
+/// refusal never quotes the secret.
 pub fn refuse(objects: &[DynamicObject], overrides: &[(&str, &[Override])]) -> Result<(), Refusal> {
-    let Some(found) = find(objects).into_iter().next() else {
+    let published = find(objects).into_iter().next().map(|f| {
+        (
+            f,
+            "a secret published with upstream's bundles that anyone can look up",
+        )
+    });
+    let empty = || {
+        find_empty_passwords(objects)
+            .into_iter()
+            .next()
+            .map(|f| (f, "which lets anyone in who reaches it"))
+    };
+    let Some((found, why)) = published.or_else(empty) else {
         return Ok(());
     };
     let target = objects
@@ -346,12 +359,10 @@ pub fn refuse(objects: &[DynamicObject], overrides: &[(&str, &[Override])]) -> R
         .map(|o| crate::overrides::targeting(o, overrides))
         .unwrap_or_default();
     let message = if target.is_empty() {
-        format!(
-            "{found}, a secret published with upstream's bundles that anyone can look up; nothing was applied (the component's own objects: report it)"
-        )
+        format!("{found}, {why}; nothing was applied (the component's own objects: report it)")
     } else {
         format!(
-            "{}: {found}, a secret published with upstream's bundles that anyone can look up; nothing was applied; set another value in that override",
+            "{}: {found}, {why}; nothing was applied; set another value in that override",
             target.join(", ")
         )
     };
@@ -456,6 +467,30 @@ mod tests {
         let r = refuse(&objects, &[]).expect_err("refused");
         assert!(r.message.starts_with("Secret kubeflow/s"), "{}", r.message);
         assert!(refuse(&[secret(json!({"MYSQL_ROOT_PASSWORD": b64("x9")}))], &[]).is_ok());
+    }
+
+    #[test]
+    fn an_override_emptying_a_password_is_refused_too() {
+        let objects = vec![secret(json!({"MYSQL_ROOT_PASSWORD": ""}))];
+        let ovr: Override = serde_json::from_value(json!({
+            "target": {"kind": "Secret", "name": "s"},
+            "mergePatch": {"data": {"MYSQL_ROOT_PASSWORD": ""}}}))
+        .expect("override");
+        let list = [ovr];
+        let r = refuse(&objects, &[("spec.overrides", &list)]).expect_err("refused");
+        assert_eq!(r.reason, Reason::KnownSecret);
+        assert!(
+            r.message.starts_with(
+                "spec.overrides[0] (Secret s): Secret kubeflow/s data.MYSQL_ROOT_PASSWORD holds an empty password"
+            ),
+            "{}",
+            r.message
+        );
+        let allow = object(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "mysql", "namespace": "kubeflow"},
+            "spec": {"template": {"spec": {"containers": [{"name": "mysql",
+                "env": [{"name": "MYSQL_ALLOW_EMPTY_PASSWORD", "value": "true"}]}]}}}}));
+        assert!(refuse(&[allow], &[]).is_err());
     }
 }
 
