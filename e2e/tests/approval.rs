@@ -329,10 +329,13 @@ fn bundles_dropping_a_crd_version() -> std::path::PathBuf {
                 .push(json!({"name": "v1alpha0", "served": true, "storage": false,
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}));
         }
-        // JSON documents are YAML documents.
+        // Block YAML, as the bundles are written: the operator finds the
+        // kinds it watches by scanning for block-style `apiVersion:` and
+        // `kind:` lines (written as JSON, the bundle gave it no watch of a
+        // Deployment, and a deleted one waited for a resync: CI).
         let joined: Vec<String> = docs
             .iter()
-            .map(|d| serde_json::to_string(d).expect("json"))
+            .map(|d| kubeflow_operator::serde_saphyr::to_string(d).expect("yaml"))
             .collect();
         std::fs::write(out.join("trainer.yaml"), joined.join("\n---\n")).expect("write bundle");
     }
