@@ -529,3 +529,29 @@ pub fn profile_namespace(name: &str, uid: &str) -> k8s_openapi::api::core::v1::N
     }}))
     .expect("namespace")
 }
+
+/// The message of the `Retained` Event a component's removal emits for its
+/// resource `kubeflow` in `namespace`: the first that contains `marker`
+/// (an earlier prune may have emitted one of its own).
+pub async fn retained_note(
+    client: &Client,
+    namespace: &str,
+    marker: &str,
+    timeout: Duration,
+) -> String {
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::ListParams;
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    crate::wait_for("the Retained Event", timeout, || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=kubeflow"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Retained"))
+            .filter_map(|e| e.message)
+            .find(|m| m.contains(marker))
+    })
+    .await
+}

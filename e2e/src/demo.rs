@@ -307,21 +307,26 @@ pub fn cgroup_peak(pod_uid: &str) -> Option<f64> {
 /// The refusals check fails when the logs it reads are missing or empty
 /// (no cluster needed: `e2e/demo down` on a state folder without pids
 /// stops nothing).
+/// The names of the ClusterRoles carrying `selector` (every one when empty).
+async fn cluster_role_names(client: &kube::Client, selector: &str) -> Vec<String> {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use kube::api::{Api, ListParams, ResourceExt};
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .list_metadata(&ListParams::default().labels(selector))
+        .await
+        .expect("list ClusterRoles")
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect()
+}
+
 /// The names of the ClusterRoles the operators manage (labelled), taken
 /// before a removal so that afterwards a role of the same name, recreated
 /// unlabelled (by Kubernetes' role-aggregation controller, say), is seen.
 pub async fn managed_cluster_roles(client: &kube::Client) -> Vec<String> {
-    use k8s_openapi::api::rbac::v1::ClusterRole;
-    use kube::api::{Api, ListParams, ResourceExt};
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    let names: Vec<String> = roles
-        .list_metadata(&ListParams::default().labels("components.kubeflow.org/component"))
-        .await
-        .expect("list the managed ClusterRoles")
-        .items
-        .iter()
-        .map(|r| r.name_any())
-        .collect();
+    let names = cluster_role_names(client, "components.kubeflow.org/component").await;
     // An install manages dozens: none found means the list was taken wrong.
     assert!(
         names.len() > 10,
@@ -333,17 +338,7 @@ pub async fn managed_cluster_roles(client: &kube::Client) -> Vec<String> {
 /// Asserts that none of `before` (see [`managed_cluster_roles`]) exists
 /// any more, labelled or not.
 pub async fn assert_cluster_roles_gone(client: &kube::Client, before: &[String]) {
-    use k8s_openapi::api::rbac::v1::ClusterRole;
-    use kube::api::{Api, ListParams, ResourceExt};
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    let live: Vec<String> = roles
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("list ClusterRoles")
-        .items
-        .iter()
-        .map(|r| r.name_any())
-        .collect();
+    let live = cluster_role_names(client, "").await;
     let left: Vec<&String> = before.iter().filter(|n| live.contains(n)).collect();
     assert!(
         left.is_empty(),

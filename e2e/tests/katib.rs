@@ -298,19 +298,7 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
     // The removal's Retained Event names every kept object: the volume and
     // its password (released by the earlier switch, still the component's
     // data) as well as the CRDs.
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns.name);
-    let note = wait_for("the Retained Event", TIMEOUT, || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=kubeflow"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("Retained"))
-            .filter_map(|e| e.message)
-            .find(|m| m.contains("CRDs"))
-    })
-    .await;
+    let note = kubeflow_e2e::component::retained_note(&client, &ns.name, "CRDs", TIMEOUT).await;
     for kept in [
         format!("{}/katib-mysql", ns.name),
         format!("{}/katib-mysql-secrets", ns.name),

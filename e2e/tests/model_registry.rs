@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -251,18 +251,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
             .unwrap_or_else(|e| panic!("{secret} kept: {e}"));
     }
     // The removal's Retained Event names every one of them.
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns.name);
-    let note = wait_for("the Retained Event", TIMEOUT, || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=kubeflow"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("Retained"))
-            .find_map(|e| e.message)
-    })
-    .await;
+    let note = kubeflow_e2e::component::retained_note(&client, &ns.name, "", TIMEOUT).await;
     for kept in [
         "metadata-mysql",
         "metadata-postgres",
