@@ -126,9 +126,87 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
         .unwrap_or_default();
     assert!(deploy.contains("\"Serverless\""), "{deploy}");
 
-    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
+    // v0.16.0 adds the LLMInferenceService controller, with a webhook server
+    // of its own: its own Secret (its Deployment mounts it), and its webhooks
+    // and both llmisvc CRDs' conversion webhooks carry that Secret's CA, not
+    // an empty caBundle.
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.16.0"}})).await;
+    let cr = wait_for("Ready at v0.16.0", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let (s, _, _, g) = condition(&cr, "Ready")?;
+        (s == "True"
+            && g == cr.metadata.generation
+            && cr.data.pointer("/status/version") == Some(&json!("v0.16.0")))
+        .then_some(cr)
+    })
+    .await;
+    assert!(cr.data.pointer("/status/version").is_some());
+    let llmisvc = secrets
+        .get("llmisvc-webhook-server-cert")
+        .await
+        .expect("the llmisvc webhook server's certificate")
+        .data
+        .unwrap_or_default();
+    let ca = llmisvc.get("ca.crt").expect("ca.crt");
+    assert_ne!(Some(ca), cert.get("ca.crt"), "a CA of its own");
+    let vwc = vwcs
+        .get("llminferenceservice.serving.kserve.io")
+        .await
+        .expect("llmisvc webhook");
+    let hooks = vwc.webhooks.unwrap_or_default();
+    assert!(!hooks.is_empty());
+    for h in hooks {
+        assert_eq!(h.client_config.ca_bundle.as_ref(), Some(ca), "{}", h.name);
+    }
+
+    // v0.18.0 adds the local-model controller's webhook server, and
+    // conversion webhooks on both llmisvc CRDs (v1alpha1 and v1alpha2).
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.18.0"}})).await;
+    wait_for("Ready at v0.18.0", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let (s, _, _, g) = condition(&cr, "Ready")?;
+        (s == "True"
+            && g == cr.metadata.generation
+            && cr.data.pointer("/status/version") == Some(&json!("v0.18.0")))
+        .then_some(())
+    })
+    .await;
+    let localmodel = secrets
+        .get("localmodel-webhook-server-cert")
+        .await
+        .expect("the local-model webhook server's certificate")
+        .data
+        .unwrap_or_default();
+    let local_ca = localmodel.get("ca.crt").expect("ca.crt");
+    let vwc = vwcs
+        .get("localmodelcache.serving.kserve.io")
+        .await
+        .expect("local-model webhook");
+    for h in vwc.webhooks.unwrap_or_default() {
+        assert_eq!(
+            h.client_config.ca_bundle.as_ref(),
+            Some(local_ca),
+            "{}",
+            h.name
+        );
+    }
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(client.clone());
+    for name in [
+        "llminferenceservices.serving.kserve.io",
+        "llminferenceserviceconfigs.serving.kserve.io",
+    ] {
+        let crd = crds.get(name).await.expect("llmisvc CRD");
+        let conversion = crd
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .expect("a conversion webhook");
+        assert_eq!(conversion.ca_bundle.as_ref(), Some(ca), "{name}");
+    }
+
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
     crds.delete("services.serving.knative.dev", &Default::default())
         .await
         .expect("remove the Knative stand-in");
