@@ -2,9 +2,10 @@
 //! plane: both bundled databases' passwords generated and kept (never the
 //! release's demo values), every kind repaired, nothing written at rest, a
 //! missing Secret refused with nothing written, the upgrade from v0.3.7
-//! (MySQL) to v0.3.9 (PostgreSQL) planned first, naming what a person must
-//! move, and MySQL's volume released with its password, never deleted; and
-//! removal keeping the volumes and passwords.
+//! to v0.3.9 planned first and keeping the records in MySQL on the same
+//! volume, the move to PostgreSQL asked for by name releasing MySQL's volume
+//! with its password, never deleting it; and removal keeping the volumes
+//! and passwords.
 
 use std::time::Duration;
 
@@ -130,8 +131,8 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     merge(&registries, "kubeflow", json!({"spec": {"database": null}})).await;
     wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
 
-    // The upgrade to v0.3.9 waits with its plan: MySQL's volume released,
-    // and what a person must move named.
+    // The upgrade to v0.3.9 waits with its plan, and keeps the registry's
+    // records where they are: MySQL on its volume, nothing to move by hand.
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
     let mysql_volume = pvcs.get("metadata-mysql").await.expect("volume").uid();
     merge(
@@ -148,17 +149,10 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     .await;
     let details = plan["details"].as_str().unwrap_or_default();
     assert!(
-        details.contains("released (kept): PersistentVolumeClaim")
-            && details.contains("metadata-mysql")
-            && details
-                .contains("to do by hand: the bundled database moves from MySQL to PostgreSQL"),
+        !details.contains("metadata-mysql")
+            && !details.contains("metadata-postgres")
+            && !details.contains("to do by hand"),
         "{details}"
-    );
-    assert!(
-        plan["summary"]
-            .as_str()
-            .is_some_and(|s| s.contains("1 thing(s) to do by hand")),
-        "{plan}"
     );
     assert_eq!(
         pvcs.get("metadata-mysql").await.expect("volume").uid(),
@@ -177,15 +171,88 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
             .then_some(())
     })
     .await;
+    let kept = pvcs.get("metadata-mysql").await.expect("MySQL's volume");
+    assert_eq!(kept.uid(), mysql_volume);
+    assert!(
+        kept.labels().contains_key("applyset.kubernetes.io/part-of"),
+        "still the component's, in use"
+    );
+    assert!(
+        pvcs.get_opt("metadata-postgres")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &ns.name);
+    let containers = |d: k8s_openapi::api::apps::v1::Deployment| {
+        d.spec
+            .and_then(|s| s.template.spec)
+            .map(|p| p.containers)
+            .unwrap_or_default()
+    };
+    let db = containers(
+        deployments
+            .get("model-registry-db")
+            .await
+            .expect("database"),
+    );
+    assert!(
+        db[0]
+            .image
+            .as_deref()
+            .is_some_and(|i| i.starts_with("mysql:")),
+        "{:?}",
+        db[0].image
+    );
+    let server = containers(
+        deployments
+            .get("model-registry-deployment")
+            .await
+            .expect("server"),
+    );
+    let args = server[0].args.clone().unwrap_or_default();
+    assert!(
+        server[0]
+            .image
+            .as_deref()
+            .is_some_and(|i| i.ends_with(":v0.3.9"))
+            && args.iter().any(|a| a == "--embedmd-database-type=mysql")
+            && args.iter().any(|a| a.starts_with("--embedmd-database-dsn=")
+                && a.contains("@tcp(model-registry-db")),
+        "the v0.3.9 server opens the kept MySQL: {args:?}"
+    );
+    assert_eq!(
+        key_of(
+            &client,
+            &ns.name,
+            "model-registry-db-secrets",
+            "MYSQL_ROOT_PASSWORD"
+        )
+        .await,
+        Some(mysql.clone()),
+        "with the password that opens it"
+    );
+
+    // Moving to PostgreSQL is asked for by name: a new database, MySQL's
+    // volume released with its password, never deleted.
+    merge(
+        &registries,
+        "kubeflow",
+        json!({"spec": {"database": {"engine": "PostgreSQL"}}}),
+    )
+    .await;
+    wait_for("PostgreSQL's volume", TIMEOUT, || async {
+        pvcs.get_opt("metadata-postgres").await.ok()?.map(|_| ())
+    })
+    .await;
+    wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
     let kept = pvcs
         .get("metadata-mysql")
         .await
         .expect("MySQL's volume kept");
     assert_eq!(kept.uid(), mysql_volume);
     assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));
-    pvcs.get("metadata-postgres")
-        .await
-        .expect("PostgreSQL's volume");
     assert_eq!(
         key_of(
             &client,

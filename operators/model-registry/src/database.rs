@@ -4,9 +4,12 @@
 //! credentials from a Secret the user names.
 //!
 //! The bundled engine changes with the release (MySQL at v0.3.7,
-//! PostgreSQL from v0.3.9 on), each on its own volume: the old volume is
-//! released by the upgrade, and the password that opens it stays in the
-//! Secret beside the new one.
+//! PostgreSQL from v0.3.9 on), each on its own volume. An install whose
+//! records are in MySQL keeps running MySQL after the upgrade (v0.3.7's
+//! database objects, and the server opening them), so no registered model is
+//! left behind; moving to PostgreSQL is asked for by name, and then the old
+//! volume is released, with the password that opens it kept in the Secret
+//! beside the new one.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +46,20 @@ const ENGINE_KEYS: [(&str, &[&str]); 2] = [
     (MYSQL_KEY, &[MYSQL_KEY, "MYSQL_USER_NAME"]),
     (POSTGRES_KEY, &[POSTGRES_KEY, "POSTGRES_USER"]),
 ];
+/// The last release that bundles MySQL: its database objects are the ones
+/// an install keeping MySQL runs at later versions.
+pub const MYSQL_RELEASE: &str = "v0.3.7";
+/// The bundled MySQL's volume: while it is the component's own, the
+/// registry's records are in it.
+pub const MYSQL_VOLUME: &str = "metadata-mysql";
+/// The bundled database's connection parameters (engine-specific keys).
+const PARAMETERS: &str = "model-registry-db-parameters";
+/// The server's arguments that choose and open the database.
+const TYPE_ARG: &str = "--embedmd-database-type=";
+const DSN_ARG: &str = "--embedmd-database-dsn=";
+/// The annotation that lets the server reach the database around the mesh.
+const EXCLUDE_PORTS: &str = "traffic.sidecar.istio.io/excludeOutboundPorts";
+
 /// The volume claims of the bundled databases, any release's.
 const VOLUMES: [&str; 3] = [
     "metadata-mysql",
@@ -137,6 +154,91 @@ pub fn set_passwords(objects: &mut [DynamicObject], p: &Passwords) {
     for workload in [CATALOG_DB, CATALOG_SERVER] {
         transform::roll_on_change(objects, workload, &[("Secret", CATALOG_SECRET)]);
     }
+}
+
+/// Whether an object is the bundled database's own or its parameters: what
+/// an engine change swaps.
+fn database_part(o: &DynamicObject) -> bool {
+    bundled(o) || (kind(o) == "ConfigMap" && o.metadata.name.as_deref() == Some(PARAMETERS))
+}
+
+/// Whether a render runs the bundled MySQL.
+pub fn runs_mysql(objects: &[DynamicObject]) -> bool {
+    objects.iter().any(|o| {
+        kind(o) == "PersistentVolumeClaim" && o.metadata.name.as_deref() == Some(MYSQL_VOLUME)
+    })
+}
+
+/// Runs the registry on the bundled MySQL of `mysql_release` (the render's
+/// objects of [`MYSQL_RELEASE`], before placement): its database Deployment,
+/// Service, volume, parameters and Secret replace this release's, and the
+/// server opens MySQL as that release's server did. Nothing changes where
+/// the release bundles MySQL itself.
+pub fn keep_mysql(
+    objects: &mut Vec<DynamicObject>,
+    mysql_release: &[DynamicObject],
+) -> Result<(), String> {
+    if runs_mysql(objects) {
+        return Ok(());
+    }
+    let old_server = mysql_release
+        .iter()
+        .find(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(SERVER))
+        .ok_or_else(|| format!("{MYSQL_RELEASE} has no Deployment {SERVER}"))?;
+    let old_args: Vec<String> = old_server
+        .data
+        .pointer("/spec/template/spec/containers/0/args")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let dsn = old_args
+        .iter()
+        .find(|a| a.starts_with(DSN_ARG))
+        .ok_or_else(|| format!("{MYSQL_RELEASE}'s {SERVER} has no {DSN_ARG}"))?
+        .clone();
+    let ports = old_server
+        .data
+        .pointer("/spec/template/metadata/annotations")
+        .and_then(|a| a.get(EXCLUDE_PORTS))
+        .cloned();
+    transform::remove(objects, database_part);
+    objects.extend(mysql_release.iter().filter(|o| database_part(o)).cloned());
+    for d in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(SERVER))
+    {
+        if let Some(p) = &ports
+            && let Some(m) = d
+                .data
+                .pointer_mut("/spec/template/metadata/annotations")
+                .and_then(Value::as_object_mut)
+        {
+            m.insert(EXCLUDE_PORTS.into(), p.clone());
+        }
+        let Some(pod) = transform::pod_spec_mut(d) else {
+            continue;
+        };
+        for c in pod["containers"].as_array_mut().into_iter().flatten() {
+            let Some(args) = c.get_mut("args").and_then(Value::as_array_mut) else {
+                continue;
+            };
+            if !args
+                .iter()
+                .any(|a| a.as_str().is_some_and(|a| a.starts_with(DSN_ARG)))
+            {
+                continue;
+            }
+            args.retain(|a| {
+                a.as_str()
+                    .is_none_or(|a| !a.starts_with(TYPE_ARG) && !a.starts_with(DSN_ARG))
+            });
+            args.push(json!(format!("{TYPE_ARG}mysql")));
+            args.push(json!(dsn));
+        }
+    }
+    Ok(())
 }
 
 /// Points the registry server at an external server: the bundled database

@@ -3,14 +3,18 @@
 //! external), which volumes hold data, where upstream puts each part, and
 //! what an upgrade across the database engine change leaves to a person.
 
-use kubeflow_operator::api::{ModelRegistry, VolumePolicy};
+use kubeflow_operator::api::{DatabaseEngine, ModelRegistry, VolumePolicy};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{
     Component, DereferenceError, Reference, Refusal, RenderContext, Rendered, require_crd,
 };
+use kubeflow_operator::conditions::Reason;
+use kubeflow_operator::k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kubeflow_operator::kinds::kind;
+use kubeflow_operator::kube::Api;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::labels;
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::serde_json::json;
 use kubeflow_operator::{secrets, transform};
@@ -44,6 +48,9 @@ pub struct Inputs {
     /// The bundled databases' passwords; none with an external registry
     /// database (the catalog's then too: read only when the bundle is).
     passwords: Option<Passwords>,
+    /// The bundled MySQL's volume is the component's own: the registry's
+    /// records are in MySQL, and stay there unless the spec says otherwise.
+    mysql_in_use: bool,
 }
 
 #[async_trait]
@@ -80,6 +87,7 @@ impl Component for ModelRegistryComponent {
             )
             .await?;
         }
+        let mysql_in_use = mysql_in_use(client, &ns, &cr.name_any()).await?;
         let kept = secrets::read(client, &ns, database::SECRET)
             .await
             .map_err(|e| DereferenceError::Api("read the Model Registry database's password", e))?
@@ -98,6 +106,7 @@ impl Component for ModelRegistryComponent {
                 new_registry: secrets::random_hex(PASSWORD_BYTES)?,
                 catalog,
             }),
+            mysql_in_use,
         })
     }
 
@@ -124,6 +133,9 @@ impl Component for ModelRegistryComponent {
             });
         }
         close_the_api(&mut objects);
+        if external(cr).is_none() {
+            choose_engine(cr, ctx, inputs, &mut objects)?;
+        }
         let placement = Placement {
             from_namespaces: &BUNDLE_NAMESPACES,
             target: ctx.namespace,
@@ -172,13 +184,16 @@ impl Component for ModelRegistryComponent {
             && database::holds_data(obj)
     }
 
-    /// v0.3.7's bundled MySQL holds data v0.3.9's PostgreSQL does not get
-    /// (an external database stays where it is).
+    /// Moving from v0.3.7's bundled MySQL to PostgreSQL, when the spec asks
+    /// for it, leaves the records in MySQL (by default MySQL is kept, and an
+    /// external database stays where it is).
     fn upgrade_actions(&self, cr: Option<&ModelRegistry>, from: &str, to: &str) -> Vec<String> {
-        let bundled = cr.is_none_or(|cr| external(cr).is_none());
-        if bundled && from == "v0.3.7" && to != from {
+        let to_postgres = cr.is_some_and(|cr| {
+            external(cr).is_none() && engine(cr) == Some(DatabaseEngine::PostgreSQL)
+        });
+        if to_postgres && from == database::MYSQL_RELEASE && to != from {
             vec![format!(
-                "the bundled database moves from MySQL to PostgreSQL: registered models, versions and artifacts in MySQL (volume metadata-mysql, released and kept; its password stays in Secret {} under {}) are not copied; register them again against {to} (or export them through the v0.3.7 API before the upgrade), then delete that volume",
+                "spec.database.engine PostgreSQL: the bundled database moves from MySQL to a new PostgreSQL: registered models, versions and artifacts in MySQL (volume metadata-mysql, released and kept; its password stays in Secret {} under {}) are not copied; register them again against {to} (or export them through the v0.3.7 API before the upgrade), then delete that volume; without spec.database.engine the registry keeps MySQL and its records",
                 database::SECRET,
                 database::MYSQL_KEY
             )]
@@ -186,6 +201,70 @@ impl Component for ModelRegistryComponent {
             Vec::new()
         }
     }
+
+    /// An offline plan from a version that runs MySQL is the plan of an
+    /// install whose records are there: MySQL is kept.
+    fn planned_inputs(&self, installed: &[DynamicObject]) -> Inputs {
+        Inputs {
+            passwords: None,
+            mysql_in_use: database::runs_mysql(installed),
+        }
+    }
+}
+
+/// Whether the bundled MySQL's volume is this resource's own (a volume an
+/// earlier upgrade released, or someone else's, is not).
+async fn mysql_in_use(client: &Client, ns: &str, owner: &str) -> Result<bool, DereferenceError> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let pvc = pvcs
+        .get_opt(database::MYSQL_VOLUME)
+        .await
+        .map_err(|e| DereferenceError::Api("read the Model Registry's MySQL volume", e))?;
+    Ok(pvc.is_some_and(|p| {
+        let labels = p.metadata.labels.unwrap_or_default();
+        labels.contains_key(labels::APPLYSET_PART_OF)
+            && labels.get(labels::OWNER_NAME).map(String::as_str) == Some(owner)
+    }))
+}
+
+/// The bundled database's engine: the spec's, else MySQL where the records
+/// are in MySQL, else the release's own.
+fn choose_engine(
+    cr: &ModelRegistry,
+    ctx: &RenderContext<'_>,
+    inputs: &Inputs,
+    objects: &mut Vec<DynamicObject>,
+) -> Result<(), Refusal> {
+    let mysql = match engine(cr) {
+        Some(DatabaseEngine::MySQL) => true,
+        Some(DatabaseEngine::PostgreSQL) => {
+            if database::runs_mysql(objects) {
+                return Err(Refusal::new(
+                    Reason::InvalidSpec,
+                    format!(
+                        "spec.database.engine PostgreSQL: version {} bundles only MySQL; PostgreSQL is bundled from v0.3.9 on",
+                        ctx.common
+                            .version
+                            .as_deref()
+                            .unwrap_or(database::MYSQL_RELEASE)
+                    ),
+                ));
+            }
+            false
+        }
+        None => inputs.mysql_in_use,
+    };
+    if mysql && !database::runs_mysql(objects) {
+        let release = ctx.bundle_at(ctx.component, database::MYSQL_RELEASE)?;
+        database::keep_mysql(objects, &release.objects())
+            .map_err(|m| Refusal::new(Reason::BundleError, m))?;
+    }
+    Ok(())
+}
+
+/// The engine the spec asks the bundled database to run, if any.
+fn engine(cr: &ModelRegistry) -> Option<DatabaseEngine> {
+    cr.spec.database.as_ref().and_then(|d| d.engine)
 }
 
 /// v0.3.7 lets every workload in the mesh call the registry API; v0.3.9
@@ -234,6 +313,7 @@ mod tests {
                 new_registry: "new-registry".into(),
                 catalog: "catalog-pw".into(),
             }),
+            mysql_in_use: false,
         }
     }
 
@@ -304,16 +384,26 @@ mod tests {
     }
 
     #[test]
-    fn the_upgrade_to_postgresql_keeps_mysqls_password_and_releases_its_volume() {
+    fn moving_to_postgresql_keeps_mysqls_password_and_releases_its_volume() {
         let old = render_spec(
             &ModelRegistryComponent,
             json!({"version": "v0.3.7"}),
             &passwords(&[(database::MYSQL_KEY, "mysql-pw")]),
         )
         .expect("render");
+        let to_postgres = json!({"version": "v0.3.9", "database": {"engine": "PostgreSQL"}});
+        let mut inputs = passwords(&[
+            (database::MYSQL_KEY, "mysql-pw"),
+            ("MYSQL_USER_NAME", "root"),
+        ]);
+        // Asked for by name, the move happens though MySQL holds the records.
+        inputs.mysql_in_use = true;
+        let new =
+            render_spec(&ModelRegistryComponent, to_postgres.clone(), &inputs).expect("render");
+        assert!(!database::runs_mysql(&new.objects));
         let new = render_spec(
             &ModelRegistryComponent,
-            json!({"version": "v0.3.9"}),
+            to_postgres,
             &passwords(&[
                 (database::MYSQL_KEY, "mysql-pw"),
                 ("MYSQL_USER_NAME", "root"),
@@ -343,8 +433,26 @@ mod tests {
                 .iter()
                 .all(|k| k.kind() != "PersistentVolumeClaim")
         );
-        let actions = ModelRegistryComponent.upgrade_actions(None, "v0.3.7", "v0.3.9");
+        let cr = |spec: Value| -> ModelRegistry {
+            serde_json::from_value(json!({
+                "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "ModelRegistry",
+                "metadata": {"name": "m", "namespace": "kubeflow"}, "spec": spec}))
+            .expect("cr")
+        };
+        let moving = cr(json!({"version": "v0.3.9", "database": {"engine": "PostgreSQL"}}));
+        let actions = ModelRegistryComponent.upgrade_actions(Some(&moving), "v0.3.7", "v0.3.9");
         assert!(actions[0].contains("metadata-mysql"), "{actions:?}");
+        assert!(
+            ModelRegistryComponent
+                .upgrade_actions(Some(&cr(json!({"version": "v0.3.9"}))), "v0.3.7", "v0.3.9")
+                .is_empty(),
+            "by default MySQL is kept: nothing for a person to do"
+        );
+        assert!(
+            ModelRegistryComponent
+                .upgrade_actions(None, "v0.3.7", "v0.3.9")
+                .is_empty()
+        );
         assert!(
             ModelRegistryComponent
                 .upgrade_actions(None, "v0.3.9", "v0.3.9")
@@ -361,6 +469,121 @@ mod tests {
                 .upgrade_actions(Some(&external), "v0.3.7", "v0.3.9")
                 .is_empty(),
             "an external database moves nothing"
+        );
+    }
+
+    /// An install whose records are in MySQL keeps them there at v0.3.9:
+    /// v0.3.7's database on the same volume, opened with the kept password,
+    /// and the v0.3.9 server pointed at it; the plan releases and prunes
+    /// nothing of the database.
+    #[test]
+    fn an_install_on_mysql_keeps_its_records_across_the_upgrade() {
+        let old = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.7"}),
+            &passwords(&[(database::MYSQL_KEY, "mysql-pw")]),
+        )
+        .expect("render");
+        let mut inputs = passwords(&[
+            (database::MYSQL_KEY, "mysql-pw"),
+            ("MYSQL_USER_NAME", "root"),
+        ]);
+        inputs.mysql_in_use = true;
+        let new = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.9"}),
+            &inputs,
+        )
+        .expect("render");
+        assert!(find(&new, "PersistentVolumeClaim", "metadata-mysql").is_some());
+        assert!(find(&new, "PersistentVolumeClaim", "metadata-postgres").is_none());
+        let db = find(&new, "Deployment", database::BUNDLED).expect("database");
+        let image = db.data["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or("");
+        assert!(image.starts_with("mysql:"), "{image}");
+        let s = secret(&new, database::SECRET);
+        assert_eq!(
+            s[database::MYSQL_KEY],
+            "mysql-pw",
+            "the kept password opens it"
+        );
+        assert!(!s.contains_key(database::POSTGRES_KEY), "{s:?}");
+        let server = find(&new, "Deployment", database::SERVER).expect("server");
+        let container = &server.data["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(args.contains(&"--embedmd-database-type=mysql"), "{args:?}");
+        let dsn: Vec<&&str> = args
+            .iter()
+            .filter(|a| a.starts_with("--embedmd-database-dsn="))
+            .collect();
+        assert_eq!(dsn.len(), 1, "{args:?}");
+        assert!(dsn[0].contains("@tcp(model-registry-db"), "{dsn:?}");
+        assert!(
+            container["image"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with(":v0.3.9"),
+            "the new server"
+        );
+        assert_eq!(
+            server.data["spec"]["template"]["metadata"]["annotations"]["traffic.sidecar.istio.io/excludeOutboundPorts"],
+            json!("3306")
+        );
+        // Placed like every other object, and no empty password comes back
+        // with v0.3.7's parameters.
+        for o in &new.objects {
+            if let Some(ns) = o.metadata.namespace.as_deref() {
+                assert_eq!(ns, "kubeflow", "{:?}", o.metadata.name);
+            }
+        }
+        let text = serde_json::to_string(&new.objects).unwrap_or_default();
+        assert!(!text.contains("ALLOW_EMPTY_PASSWORD"));
+        let plan = kubeflow_operator::upgrade_plan::Plan::compute(&old.objects, &new.objects);
+        assert!(plan.released.is_empty(), "{:?}", plan.released);
+        assert!(
+            plan.pruned
+                .iter()
+                .all(|k| !k.to_string().contains(database::BUNDLED)),
+            "{:?}",
+            plan.pruned
+        );
+        // The offline plan is that install's: MySQL kept.
+        assert!(
+            ModelRegistryComponent
+                .planned_inputs(&old.objects)
+                .mysql_in_use
+        );
+    }
+
+    /// MySQL by name runs at v0.3.9 on a new install; PostgreSQL by name at
+    /// v0.3.7, which bundles none, is refused naming the field.
+    #[test]
+    fn the_engine_by_name() {
+        let r = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.9", "database": {"engine": "MySQL"}}),
+            &passwords(&[]),
+        )
+        .expect("render");
+        assert!(database::runs_mysql(&r.objects));
+        assert!(secret(&r, database::SECRET)[database::MYSQL_KEY] == "new-registry");
+        let refused = render_spec(
+            &ModelRegistryComponent,
+            json!({"version": "v0.3.7", "database": {"engine": "PostgreSQL"}}),
+            &passwords(&[]),
+        )
+        .err()
+        .expect("refused");
+        assert!(
+            refused.message.contains("spec.database.engine"),
+            "{}",
+            refused.message
         );
     }
 

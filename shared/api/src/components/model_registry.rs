@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{CommonSpec, ComponentStatus, ExternalDatabase, VolumePolicy};
+use crate::common::{CommonSpec, ComponentStatus, DatabaseEngine, ExternalDatabase, VolumePolicy};
 
 /// Where the registry keeps its records.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -15,6 +15,14 @@ pub struct ModelRegistryDatabase {
     /// kept in a Secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalDatabase>,
+    /// The bundled database's engine. Unset: the engine the registry's
+    /// records are in; an install made at v0.3.7 keeps its MySQL (and its
+    /// volume `metadata-mysql`) across the upgrade, a new install runs the
+    /// release's own (PostgreSQL from v0.3.9 on). `PostgreSQL` moves an
+    /// existing install to a new, empty PostgreSQL and releases MySQL's
+    /// volume with its data; `MySQL` runs v0.3.7's MySQL at any version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<DatabaseEngine>,
 }
 
 component_crd! {

@@ -101,11 +101,13 @@ pub async fn main<C: Component>(component: C) -> anyhow::Result<()> {
             to,
             namespace,
         }) => {
-            let render = |v: &str| {
-                rendered_in(&component, &cli.args.manifests_dir, v, &namespace)
+            let render = |v: &str, inputs: &C::Inputs| {
+                rendered_with(&component, &cli.args.manifests_dir, v, &namespace, inputs)
                     .map_err(|r| anyhow::anyhow!("{}: {}", r.reason, r.message))
             };
-            let mut plan = crate::upgrade_plan::Plan::compute(&render(&from)?, &render(&to)?);
+            let installed = render(&from, &C::Inputs::default())?;
+            let target = render(&to, &component.planned_inputs(&installed))?;
+            let mut plan = crate::upgrade_plan::Plan::compute(&installed, &target);
             plan.actions = component.upgrade_actions(None, &from, &to);
             print!("{} {from} -> {to}: {plan}", C::Resource::COMPONENT);
             Ok(())
@@ -165,6 +167,23 @@ pub fn rendered_in<C: Component>(
     version: &str,
     namespace: &str,
 ) -> Result<Vec<DynamicObject>, Refusal> {
+    rendered_with(
+        component,
+        manifests_dir,
+        version,
+        namespace,
+        &C::Inputs::default(),
+    )
+}
+
+/// [`rendered_in`] with the inputs `dereference` would have read.
+fn rendered_with<C: Component>(
+    component: &C,
+    manifests_dir: &std::path::Path,
+    version: &str,
+    namespace: &str,
+    inputs: &C::Inputs,
+) -> Result<Vec<DynamicObject>, Refusal> {
     let cr: C::Resource = serde_json::from_value(serde_json::json!({
         "apiVersion": C::Resource::api_version(&()),
         "kind": C::Resource::kind(&()),
@@ -174,5 +193,5 @@ pub fn rendered_in<C: Component>(
     .map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))?;
     let bundles = BundleCache::default();
     let ctx = RenderContext::of(&cr, manifests_dir, &bundles, Platform::Kubernetes);
-    Ok(component.render(&cr, &ctx, &C::Inputs::default())?.objects)
+    Ok(component.render(&cr, &ctx, inputs)?.objects)
 }

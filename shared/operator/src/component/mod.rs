@@ -225,6 +225,15 @@ pub trait Component: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// For a plan made from the bundles alone (`plan --from --to`): what
+    /// `dereference` would read on an install that runs `installed` (the
+    /// render of the version upgraded from), so the offline plan is the one
+    /// such an install publishes. Default: what a render without the
+    /// cluster gets.
+    fn planned_inputs(&self, _installed: &[DynamicObject]) -> Self::Inputs {
+        Self::Inputs::default()
+    }
+
     /// Removes objects the component created at run time (not from its
     /// bundle), before the inventory is cleaned up. Returns what it deleted.
     async fn cleanup_run_time_objects(
