@@ -2,18 +2,20 @@
 //! operators as its ServiceAccounts, Kubeflow 26.03.1 Ready) and the flows
 //! that need nothing but an installed Kubeflow, in turn on it: the
 //! operators' reach, tried as an attacker would (`reach`); the chart's
-//! alerts and dashboards against a real Prometheus (`monitoring`); the
+//! alerts and dashboards against a real Prometheus (`monitoring`);
+//! declared contributors through the `Kubeflow` resource (`contributors`); the
 //! move to a mirror registry and image digests (`mirror`); and, last
 //! because it ends the install, the deletion of the `kubeflow` namespace
 //! (`namespace_deletion`). Each was a binary with an install of its own;
 //! one install instead of four is most of their time saved.
 //!
-//! The order matters: the first two leave the install as they found it
+//! The order matters: the first three leave the install as they found it
 //! (what they break they wait to see repaired); `mirror` leaves every image
 //! moved, which the last looks at no more. A failure
 //! names its flow in the panic's location (the module's file) and in the
 //! phase lines printed to standard error as each one ends.
 
+mod contributors;
 mod mirror;
 mod monitoring;
 mod namespace_deletion;
@@ -68,6 +70,8 @@ async fn one_installed_demo_holds_its_reach_monitoring_mirror_and_namespace_dele
     phases.done("reach");
     monitoring::check(&client, &demo, &monitor, &rules).await;
     phases.done("monitoring");
+    contributors::check(&client).await;
+    phases.done("contributors");
     mirror::check(&client).await;
     phases.done("mirror");
     namespace_deletion::check(&client, demo).await;
