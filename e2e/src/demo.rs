@@ -49,7 +49,7 @@ impl Demo {
         Self::up_with_env(name, port_base, operators, &[])
     }
 
-    fn up_with_env(
+    pub fn up_with_env(
         name: &str,
         port_base: u16,
         operators: &str,

@@ -204,3 +204,91 @@ async fn a_failing_api_server_is_in_the_status_at_once_and_survived() {
     proxy.heal();
     let _ = std::fs::remove_file(&kubeconfig);
 }
+
+/// A real write of one of KServe v0.18.0's two largest CRDs (about 720 KB).
+fn large_crd_write(method: &Method, path: &str) -> bool {
+    method == Method::PATCH
+        && path.contains("/customresourcedefinitions/llminferenceservices.serving.kserve.io")
+        && !path.contains("dryRun")
+}
+
+/// Every request five seconds late, as on a loaded API server (where KServe
+/// v0.18.0's install once failed for minutes with 504s and no status):
+/// Serving v0.18.0 installs, never Degraded on the way, and its large CRDs
+/// are sent once each.
+#[tokio::test]
+async fn serving_installs_when_every_request_is_five_seconds_late() {
+    const DELAY: Duration = Duration::from_secs(5);
+    const INSTALL: Duration = Duration::from_secs(600);
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Serving"], &["serving"]).await;
+    let ns = TestNamespace::new(&client, "slowserving").await;
+    let proxy = FaultProxy::start().await;
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "kubeflow-e2e-slow-serving-{}.kubeconfig",
+        std::process::id()
+    ));
+    proxy.write_kubeconfig(&kubeconfig);
+    proxy.inject(Rule {
+        matches: any_request,
+        fault: Fault::Delay(DELAY),
+        times: u32::MAX,
+        until: Instant::now() + INSTALL,
+    });
+    let _operator = OperatorProcess::start_with_env(
+        "kubeflow-serving-operator",
+        &[],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap_or_default())],
+    );
+    let servings = component_api(&client, &ns.name, "Serving");
+    let started = Instant::now();
+    apply_yaml(
+        &client,
+        &ns.name,
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.18.0\n",
+    )
+    .await;
+    // Ready at last; Degraded never seen on the way (read once a second).
+    let degraded = std::sync::Arc::new(std::sync::Mutex::new(None));
+    wait_for(
+        "Serving v0.18.0 Ready through the slow proxy",
+        INSTALL,
+        || {
+            let servings = servings.clone();
+            let degraded = degraded.clone();
+            async move {
+                let cr = servings.get("kubeflow").await.ok()?;
+                if let Some((s, reason, message, _)) = condition(&cr, "Degraded")
+                    && s == "True"
+                    && let Ok(mut seen) = degraded.lock()
+                {
+                    seen.get_or_insert((reason, message));
+                }
+                let (s, _, _, g) = condition(&cr, "Ready")?;
+                (s == "True" && g == cr.metadata.generation).then_some(())
+            }
+        },
+    )
+    .await;
+    let degraded = degraded.lock().map(|d| d.clone()).unwrap_or_default();
+    let took = started.elapsed();
+    let seen = proxy.seen();
+    let delayed = seen
+        .iter()
+        .filter(|s| s.fault == Some(Fault::Delay(DELAY)))
+        .count();
+    let large = seen
+        .iter()
+        .filter(|s| large_crd_write(&s.method, &s.path))
+        .count();
+    eprintln!(
+        "Ready through the proxy in {took:?}: {} requests, {delayed} delayed by {DELAY:?}, {large} write(s) of the largest CRD",
+        seen.len()
+    );
+    assert!(delayed >= 20, "the delay was in force: {delayed}");
+    assert_eq!(degraded, None, "never Degraded on the way");
+    assert_eq!(large, 1, "the largest CRD sent once");
+    proxy.heal();
+    kubeflow_e2e::component::delete_and_wait(&servings, "kubeflow", TIMEOUT).await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    ns.delete().await;
+}

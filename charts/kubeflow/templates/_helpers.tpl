@@ -52,3 +52,10 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- if .root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) }}true{{ end -}}
 {{- else if $v -}}true{{- end -}}
 {{- end }}
+
+{{/*
+A CEL list literal of strings ([] when empty); the values' schema keeps quotes out of them.
+*/}}
+{{- define "kubeflow.celList" -}}
+{{- if . }}{{ printf "['%s']" (join "', '" .) }}{{ else }}[]{{ end }}
+{{- end }}

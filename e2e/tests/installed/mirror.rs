@@ -14,7 +14,7 @@ use kubeflow_operator::images;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
-const MIRROR: &str = "registry.local:5000";
+pub const MIRROR: &str = "registry.local:5000";
 
 /// Every object of every listable kind matching `selector` (or in `namespace`).
 fn objects(args: &[&str]) -> Vec<DynamicObject> {

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kubeflow_e2e::component::wait_gone;
 use kubeflow_e2e::demo::{Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok};
-use kubeflow_e2e::wait_for;
 
 const TIMEOUT: Duration = Duration::from_secs(240);
 
@@ -27,15 +26,27 @@ pub async fn check(client: &kube::Client, demo: Demo) {
         .delete(KUBEFLOW_NAMESPACE, &Default::default())
         .await
         .expect("delete the namespace");
-    wait_for("the namespace gone", TIMEOUT, || async {
-        namespaces
-            .get_opt(KUBEFLOW_NAMESPACE)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    // Polled here rather than by `wait_for`: a namespace still there at the
+    // end says why in its conditions (content or finalizers remaining), and
+    // that is what a failure must show.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        match namespaces.get_opt(KUBEFLOW_NAMESPACE).await {
+            Ok(None) => break,
+            Ok(Some(ns)) if std::time::Instant::now() > deadline => {
+                let conditions = ns
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| c.status == "True")
+                    .map(|c| format!("{}: {}", c.type_, c.message.unwrap_or_default()))
+                    .collect::<Vec<_>>();
+                panic!("the namespace is not gone after {TIMEOUT:?}: {conditions:#?}");
+            }
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
     let refused = demo.forbidden();
 
     // Nothing the operators managed is left but CRDs: no cluster role,

@@ -1052,6 +1052,54 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     );
     assert!(!moved, "training moved its controller to another account");
     assert!(err.contains("workloads"), "{err}");
+
+    // No operator's token runs an image of its choosing in any of its
+    // workloads (the account kept): every Deployment, StatefulSet and
+    // DaemonSet of every component, re-imaged as its operator, is refused.
+    let mut reimaged = 0;
+    for &c in COMPONENTS.iter() {
+        let kubeconfig = demo.kubeconfig(c).display().to_string();
+        let workloads = tool_ok(
+            "kubectl",
+            &[
+                "get",
+                "deployments,statefulsets,daemonsets",
+                "-A",
+                "-l",
+                &format!("components.kubeflow.org/component={c}"),
+                "-o",
+                "jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name} {end}",
+            ],
+        );
+        for w in workloads.split_whitespace() {
+            let mut parts = w.splitn(3, '/');
+            let (kind, ns, name) = (
+                parts.next().unwrap_or_default().to_lowercase(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            let (changed, err) = kubectl_as(
+                &kubeconfig,
+                &[
+                    "patch",
+                    &kind,
+                    name,
+                    "-n",
+                    ns,
+                    "--type",
+                    "json",
+                    "-p",
+                    r#"[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"reach.example/own-code:1"}]"#,
+                ],
+            );
+            assert!(!changed, "{c} re-imaged {w}");
+            assert!(err.contains("images its bundles run"), "{c} {w}: {err}");
+            reimaged += 1;
+        }
+    }
+    eprintln!("workloads re-imaged as their operators, all refused: {reimaged}");
+    // 26.03.1 installs over 60 workloads across the components.
+    assert!(reimaged >= 50, "only {reimaged} workloads tried");
     assert_eq!(rule_count("edit"), edit_before, "edit gained rules");
     assert_eq!(rule_count("admin"), admin_before, "admin gained rules");
     for &c in COMPONENTS.iter() {

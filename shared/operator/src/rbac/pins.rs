@@ -26,9 +26,13 @@
 //! - a Deployment, StatefulSet or DaemonSet may only be one of the
 //!   bundles', running as the bundle's ServiceAccount, with no host
 //!   namespace, host path, privileged container or added capability the
-//!   bundle does not give that workload.
+//!   bundle does not give that workload, and only images the bundles run in
+//!   it (any tag or digest of their repositories, or the same paths under a
+//!   mirror the chart names): a stolen token cannot run code of its own
+//!   choosing as a controller's ServiceAccount.
 //!
-//! The chart adds the variable `allowedNamespaces` (its values).
+//! The chart adds the variables `allowedNamespaces`, `imageMirrors` and
+//! `extraImages` (its values).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -171,6 +175,10 @@ struct Bundled {
     /// Per resource, per workload: its ServiceAccounts; its host features.
     accounts: BTreeMap<&'static str, Names>,
     features: BTreeMap<&'static str, Names>,
+    /// Per resource, per workload: its containers' image repositories (no
+    /// tag or digest), and the path each has under a mirror.
+    images: BTreeMap<&'static str, Names>,
+    image_paths: BTreeMap<&'static str, Names>,
 }
 
 fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
@@ -184,6 +192,8 @@ fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
     for (_, r) in WORKLOADS {
         b.accounts.entry(r).or_default();
         b.features.entry(r).or_default();
+        b.images.entry(r).or_default();
+        b.image_paths.entry(r).or_default();
     }
     for o in objects {
         let name = o.metadata.name.clone().unwrap_or_default();
@@ -296,11 +306,56 @@ fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
                     let features = b.features.entry(resource).or_default();
                     let entry = features.entry(name.clone()).or_default();
                     entry.extend(host_features(pod));
+                    let images = b.images.entry(resource).or_default();
+                    images.entry(name.clone()).or_default();
+                    let paths = b.image_paths.entry(resource).or_default();
+                    paths.entry(name.clone()).or_default();
+                    for image in pod_images(pod) {
+                        let repo = repository(&image).to_string();
+                        add(paths, &name, mirror_path(&repo));
+                        add(images, &name, repo);
+                    }
                 }
             }
         }
     }
     b
+}
+
+/// The images of a pod spec's containers and init containers.
+fn pod_images(pod: &Value) -> Vec<String> {
+    ["containers", "initContainers"]
+        .iter()
+        .flat_map(|list| pod[*list].as_array().into_iter().flatten())
+        .filter_map(|c| c["image"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// An image's repository: without its digest and tag (as the check's CEL
+/// takes them off: the digest after `@`, the tag after the last `:` that
+/// follows the last `/`).
+fn repository(image: &str) -> &str {
+    let named = image.split('@').next().unwrap_or(image);
+    match (named.rfind(':'), named.rfind('/')) {
+        (Some(colon), slash) if slash.is_none_or(|s| colon > s) => &named[..colon],
+        _ => named,
+    }
+}
+
+/// Where a mirror holds a repository: its path under the mirror's registry
+/// (the rule `spec.imageRegistry` moves images by).
+fn mirror_path(repo: &str) -> String {
+    crate::images::moved(repo, "")
+        .trim_start_matches('/')
+        .to_string()
+}
+
+/// The repository of `image` (a CEL string expression), as [`repository`].
+fn cel_repository(image: &str) -> String {
+    let named = format!("{image}.split('@')[0]");
+    format!(
+        "({named}.lastIndexOf(':') > {named}.lastIndexOf('/') ? {named}.substring(0, {named}.lastIndexOf(':')) : {named})"
+    )
 }
 
 /// What of the host a pod spec reaches: host namespaces, host paths,
@@ -582,6 +637,17 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
         )
     };
     let host = |h: &str| format!("(!has({pod}.{h}) || !{pod}.{h} || '{h}' in f)");
+    // Each container's image: a repository of the workload's in the bundles
+    // (`i`), that repository's path under a mirror the chart names (`p`), or
+    // under a prefix the chart allows as extra images.
+    let images_allowed = |list: &str| {
+        let repo = cel_repository("c.image");
+        format!(
+            "(!has({pod}.{list}) || {pod}.{list}.all(c, {repo} in i || \
+             variables.imageMirrors.exists(m, {repo}.startsWith(m + '/') && {repo}.substring(size(m) + 1) in p) || \
+             variables.extraImages.exists(e, {repo}.startsWith(e))))"
+        )
+    };
     let workload_names: Vec<&str> = WORKLOADS.iter().map(|(_, r)| *r).collect();
     let mut resources: Vec<Matched> = [
         "clusterroles",
@@ -648,6 +714,8 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
             var("conversions", map(&b.crds)),
             var("workloadAccounts", map_of_maps(&b.accounts)),
             var("workloadFeatures", map_of_maps(&b.features)),
+            var("workloadImages", map_of_maps(&b.images)),
+            var("workloadImagePaths", map_of_maps(&b.image_paths)),
             var("workloadName", workload_key("object")),
         ],
         validations: vec![
@@ -769,6 +837,18 @@ pub fn pins(objects: &[DynamicObject], extra: &Extra<'_>) -> Pins {
                 ),
                 "the operator may write only its bundles' workloads, each running as the bundle's ServiceAccount with no more of the host than the bundle gives it",
             ),
+            check(
+                &workload_names,
+                format!(
+                    "variables.workloadName in variables.workloadImages[request.resource.resource] && \
+                     [variables.workloadImages[request.resource.resource][variables.workloadName]].all(i, \
+                     [variables.workloadImagePaths[request.resource.resource][variables.workloadName]].all(p, \
+                     {} && {}))",
+                    images_allowed("containers"),
+                    images_allowed("initContainers"),
+                ),
+                "the operator may run in each workload only the images its bundles run there: from the bundle's repository, the same path under one of the chart's image mirrors, or one of the chart's extra images",
+            ),
             deletes(
                 &workload_key("oldObject"),
                 (!extra.tenant_roles.is_empty()).then(|| tenant_delete(extra)),
@@ -837,7 +917,9 @@ mod tests {
                 "metadata": {"name": "plugin", "namespace": "kubeflow"},
                 "spec": {"template": {"spec": {"serviceAccountName": "plugin",
                     "volumes": [{"name": "d", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
-                    "containers": [{"name": "p", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}}},
+                    "initContainers": [{"name": "i", "image": "busybox:1.36"}],
+                    "containers": [{"name": "p", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0@sha256:abc",
+                        "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}}},
             })),
         ];
         let p = pins(
@@ -876,6 +958,18 @@ mod tests {
         assert_eq!(
             variable(&p, "workloadAccounts"),
             "{'daemonsets': {'plugin': ['plugin']}, 'deployments': {}, 'statefulsets': {}}"
+        );
+        // Images by repository (any tag or digest), and where a mirror
+        // holds each (Docker Hub's implicit `library/` made explicit).
+        assert_eq!(
+            variable(&p, "workloadImages"),
+            "{'daemonsets': {'plugin': ['busybox', 'nvcr.io/nvidia/k8s-device-plugin']}, \
+             'deployments': {}, 'statefulsets': {}}"
+        );
+        assert_eq!(
+            variable(&p, "workloadImagePaths"),
+            "{'daemonsets': {'plugin': ['library/busybox', 'nvidia/k8s-device-plugin']}, \
+             'deployments': {}, 'statefulsets': {}}"
         );
         assert_eq!(
             variable(&p, "conversions"),
@@ -996,6 +1090,46 @@ mod tests {
             .map(|c| c.expression.clone())
             .collect();
         assert!(!text.contains("kubeflow-profile") && !text.contains("authorizationpolicies"));
+    }
+
+    #[test]
+    fn an_images_repository_is_it_without_tag_or_digest() {
+        for (image, repo) in [
+            ("mysql:8.4", "mysql"),
+            ("mysql", "mysql"),
+            ("kserve/agent:v0.16.0", "kserve/agent"),
+            (
+                "registry.local:5000/kserve/agent:v1@sha256:ab",
+                "registry.local:5000/kserve/agent",
+            ),
+            (
+                "registry.local:5000/kserve/agent",
+                "registry.local:5000/kserve/agent",
+            ),
+            (
+                "ghcr.io/kubeflow/hub/server@sha256:ab",
+                "ghcr.io/kubeflow/hub/server",
+            ),
+        ] {
+            assert_eq!(repository(image), repo, "{image}");
+        }
+        assert_eq!(mirror_path("mysql"), "library/mysql");
+        assert_eq!(mirror_path("kserve/agent"), "kserve/agent");
+        assert_eq!(
+            mirror_path("ghcr.io/kubeflow/hub/server"),
+            "kubeflow/hub/server"
+        );
+        // A mirrored image's repository is the mirror and that path: what
+        // the check compares.
+        let moved =
+            crate::images::moved("ghcr.io/kubeflow/hub/server:v0.3.9", "mirror.local:5000/kf");
+        assert_eq!(
+            repository(&moved),
+            format!(
+                "mirror.local:5000/kf/{}",
+                mirror_path("ghcr.io/kubeflow/hub/server")
+            )
+        );
     }
 
     #[test]
