@@ -855,6 +855,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // Tenant access: the Dashboard operator may bind people and groups to
     // the Kubeflow roles in profile namespaces, and nothing else with it.
     tenant_access_is_pinned(&client, &demo.kubeconfig("dashboard").display().to_string()).await;
+    the_profile_controllers_account_is_guarded(&client).await;
 
     // Another party's RoleBinding and Deployment in an allowed namespace:
     // no operator deletes them (RBAC cannot name a namespaced delete; the
@@ -1192,4 +1193,106 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // The tenant's namespace goes; the install stays for the next flow.
     let _ = namespaces.delete("team-a", &Default::default()).await;
     kubeflow_e2e::component::wait_gone(&namespaces, "team-a", TIMEOUT).await;
+}
+
+/// The profile controller's ServiceAccount is bound to cluster-admin (as
+/// upstream ships it): no other controller of the install, though RBAC lets
+/// many of them create pods, workloads or tokens in `kubeflow`, may run a
+/// pod as it, a Deployment or Job as it, mint its token or exec into its
+/// pod (the chart's `guarded-accounts` policy). Every installed controller
+/// account is tried, as itself, for what its RBAC allows it there.
+async fn the_profile_controllers_account_is_guarded(client: &kube::Client) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::ResourceExt;
+    use kubeflow_e2e::access::{Request, can_user};
+    const GUARDED: &str = "profiles-controller-service-account";
+    let accounts = kube::api::Api::<ServiceAccount>::all(client.clone())
+        .list(&kube::api::ListParams::default().labels("components.kubeflow.org/component"))
+        .await
+        .expect("the installed ServiceAccounts");
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: reach-guarded, namespace: {KUBEFLOW_NAMESPACE}}}\nspec:\n  serviceAccountName: {GUARDED}\n  containers: [{{name: c, image: busybox}}]\n"
+    );
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: reach-guarded, namespace: {KUBEFLOW_NAMESPACE}}}\nspec:\n  selector: {{matchLabels: {{app: reach-guarded}}}}\n  template:\n    metadata: {{labels: {{app: reach-guarded}}}}\n    spec:\n      serviceAccountName: {GUARDED}\n      containers: [{{name: c, image: busybox}}]\n"
+    );
+    let file = std::env::temp_dir().join(format!("reach-guarded-{}.yaml", std::process::id()));
+    let profile_pod = tool_ok(
+        "kubectl",
+        &["get", "pods", "-n", KUBEFLOW_NAMESPACE, "-o", "name"],
+    )
+    .lines()
+    .find_map(|p| {
+        p.strip_prefix("pod/")
+            .filter(|n| n.starts_with("profiles-deployment-"))
+            .map(str::to_string)
+    })
+    .expect("the profile controller's pod");
+    let (mut pods, mut workloads, mut tokens, mut execs) = (0, 0, 0, 0);
+    for sa in &accounts.items {
+        let (ns, name) = (sa.namespace().unwrap_or_default(), sa.name_any());
+        if name == GUARDED {
+            continue;
+        }
+        let user = format!("system:serviceaccount:{ns}:{name}");
+        let may = |verb: &'static str,
+                   group: &'static str,
+                   resource: &'static str,
+                   subresource: &'static str,
+                   name: &'static str| {
+            let user = user.clone();
+            async move {
+                let what = Request {
+                    verb,
+                    group,
+                    resource,
+                    subresource,
+                    name,
+                    namespace: KUBEFLOW_NAMESPACE,
+                };
+                can_user(client, &user, what)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e:#}"))
+            }
+        };
+        let as_it = format!("--as={user}");
+        let refused = |args: &[&str]| {
+            let out = std::process::Command::new("kubectl")
+                .arg(&as_it)
+                .args(args)
+                .output()
+                .expect("kubectl");
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(!out.status.success(), "{user}: {args:?} was admitted");
+            assert!(err.contains("guarded-accounts"), "{user}: {args:?}: {err}");
+        };
+        if may("create", "", "pods", "", "").await {
+            std::fs::write(&file, &pod).expect("write");
+            refused(&["create", "-f", &file.display().to_string()]);
+            pods += 1;
+        }
+        if may("create", "apps", "deployments", "", "").await {
+            std::fs::write(&file, &deployment).expect("write");
+            refused(&["create", "-f", &file.display().to_string()]);
+            workloads += 1;
+        }
+        if may("create", "", "serviceaccounts", "token", GUARDED).await {
+            refused(&["create", "token", GUARDED, "-n", KUBEFLOW_NAMESPACE]);
+            tokens += 1;
+        }
+        if may("create", "", "pods", "exec", "").await {
+            refused(&["exec", "-n", KUBEFLOW_NAMESPACE, &profile_pod, "--", "true"]);
+            execs += 1;
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+    eprintln!(
+        "controller accounts refused the profile controller's account: {pods} pod, {workloads} Deployment, {tokens} token, {execs} exec attempts"
+    );
+    // RBAC lets several of them (Knative Eventing's, Katib's, the Spark
+    // operator's, the training-operator's) do each in `kubeflow`.
+    assert!(
+        pods >= 2 && workloads >= 2 && tokens >= 1,
+        "too few tried: {pods} {workloads} {tokens}"
+    );
 }
