@@ -1257,11 +1257,10 @@ async fn the_profile_controllers_account_is_guarded(client: &kube::Client) {
         };
         let as_it = format!("--as={user}");
         let refused = |args: &[&str]| {
-            let out = std::process::Command::new("kubectl")
-                .arg(&as_it)
-                .args(args)
-                .output()
-                .expect("kubectl");
+            let with_user: Vec<&str> = std::iter::once(as_it.as_str())
+                .chain(args.iter().copied())
+                .collect();
+            let out = kubeflow_e2e::run_tool("kubectl", &with_user);
             let err = String::from_utf8_lossy(&out.stderr).to_string();
             assert!(!out.status.success(), "{user}: {args:?} was admitted");
             assert!(err.contains("guarded-accounts"), "{user}: {args:?}: {err}");
