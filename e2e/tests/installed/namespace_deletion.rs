@@ -13,7 +13,11 @@ use kube::api::Api;
 use kubeflow_e2e::component::wait_gone;
 use kubeflow_e2e::demo::{Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok};
 
-const TIMEOUT: Duration = Duration::from_secs(240);
+/// How long the namespace may take to go: every component's cleanup, with
+/// the API server of a loaded CI machine answering some requests 504 (CI:
+/// Serving's cleanup finished 246 s after the deletion, the last of
+/// fourteen). A bound on waiting, not a measure of speed.
+const TIMEOUT: Duration = Duration::from_secs(420);
 
 /// Deleting the namespace finishes and leaves only kept CRDs (and the
 /// declared profile); the install ends here.
