@@ -156,6 +156,11 @@ pub struct Skeleton<R: Reconciler> {
     /// The CRs whose series the metrics export, to drop those of CRs that
     /// are gone (see `sweep_gone`).
     exported: std::sync::Mutex<std::collections::HashSet<ObjectRef<R::Resource>>>,
+    /// The status this process last wrote of each CR. The watch cache may
+    /// not have it yet when the next pass starts (a loaded API server is
+    /// slow to tell): compared with a stale status, a step already told
+    /// (an upgrade begun) would be told again.
+    written: std::sync::Mutex<std::collections::HashMap<ObjectRef<R::Resource>, StatusOf<R>>>,
 }
 
 impl<R: Reconciler> Skeleton<R> {
@@ -165,6 +170,7 @@ impl<R: Reconciler> Skeleton<R> {
             reconciler,
             memory: Memory::default(),
             exported: Default::default(),
+            written: Default::default(),
         }
     }
 
@@ -337,8 +343,9 @@ impl<R: Reconciler> Skeleton<R> {
             Ok(requeue) => {
                 self.memory.reset(&key);
                 self.memory.forget_refusal(&key);
+                let before = self.last_written(&key).unwrap_or(old);
                 self.write(cr, &status).await?;
-                self.reconciler.announce(cr, &old, &status).await;
+                self.reconciler.announce(cr, &before, &status).await;
                 self.gauges(cr, &status);
                 self.count("success");
                 Ok(Action::requeue(requeue))
@@ -517,7 +524,15 @@ impl<R: Reconciler> Skeleton<R> {
         crate::status::write_if_changed(&api, cr, status, &self.tools().name)
             .await
             .map_err(|e| Failure::api("write the status", e))?;
+        if let Ok(mut w) = self.written.lock() {
+            w.insert(ObjectRef::from_obj(cr), status.clone());
+        }
         Ok(())
+    }
+
+    /// The status this process last wrote of the CR, if any (see `written`).
+    fn last_written(&self, key: &ObjectRef<R::Resource>) -> Option<StatusOf<R>> {
+        self.written.lock().ok()?.get(key).cloned()
     }
 
     fn gauges(&self, cr: &R::Resource, status: &StatusOf<R>) {
@@ -557,6 +572,9 @@ impl<R: Reconciler> Skeleton<R> {
     fn forget_gone(&self, key: &ObjectRef<R::Resource>) {
         if let Ok(mut e) = self.exported.lock() {
             e.remove(key);
+        }
+        if let Ok(mut w) = self.written.lock() {
+            w.remove(key);
         }
         self.memory.forget(key);
         self.reconciler.forget(key);
