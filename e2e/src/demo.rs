@@ -25,16 +25,6 @@ impl Demo {
         Self::up_with(name, port_base, "processes")
     }
 
-    /// `up` at another Kubeflow release than the example's.
-    pub fn up_at(name: &str, port_base: u16, release: &str) -> (Demo, String) {
-        Self::up_with_env(
-            name,
-            port_base,
-            "processes",
-            &[("KUBEFLOW_DEMO_RELEASE", release)],
-        )
-    }
-
     /// `e2e/demo upgrade <release>`: what it printed.
     pub fn upgrade(&self, release: &str) -> String {
         self.run(&["upgrade", release])

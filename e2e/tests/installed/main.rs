@@ -1,25 +1,33 @@
 //! One install of the demo (the chart in `kubeflow-system`, the fifteen
-//! operators as its ServiceAccounts, Kubeflow 26.03.1 Ready) and the flows
-//! that need nothing but an installed Kubeflow, in turn on it: the
-//! operators' reach, tried as an attacker would (`reach`); the chart's
-//! alerts and dashboards against a real Prometheus (`monitoring`);
-//! declared contributors through the `Kubeflow` resource (`contributors`); the
-//! move to a mirror registry and image digests (`mirror`); and, last
-//! because it ends the install, the deletion of the `kubeflow` namespace
-//! (`namespace_deletion`). Each was a binary with an install of its own;
-//! one install instead of four is most of their time saved.
+//! operators as its ServiceAccounts) and every flow that needs nothing but
+//! an installed Kubeflow, in turn on it: the install as a user meets it at
+//! 26.03 and the demo's wait (`first_install`); the upgrade to 26.03.1 with
+//! users' objects (`upgrade`); the operators' reach, tried as an attacker
+//! would (`reach`); the chart's alerts and dashboards against a real
+//! Prometheus (`monitoring`); declared contributors through the `Kubeflow`
+//! resource (`contributors`); the move to a mirror registry and image
+//! digests (`mirror`); one component removed alone (`component_removal`);
+//! and, last because it ends the install, the deletion of the `kubeflow`
+//! namespace and the chart's uninstall (`namespace_deletion`). Each was a
+//! binary with an install of its own (the demo's path one more, with an
+//! install and an upgrade): one install instead of six is most of their
+//! time saved.
 //!
-//! The order matters: the first three leave the install as they found it
-//! (what they break they wait to see repaired); `mirror` leaves every image
-//! moved, which the last looks at no more. A failure
+//! The order matters: `upgrade` needs the install at 26.03, and the flows
+//! after it run at 26.03.1; those up to `contributors` leave the install as
+//! they found it (what they break they wait to see repaired); `mirror`
+//! leaves every image moved, which the last ones look at no more. A failure
 //! names its flow in the panic's location (the module's file) and in the
 //! phase lines printed to standard error as each one ends.
 
+mod component_removal;
 mod contributors;
+mod first_install;
 mod mirror;
 mod monitoring;
 mod namespace_deletion;
 mod reach;
+mod upgrade;
 
 use std::io::Write;
 use std::time::Instant;
@@ -57,7 +65,7 @@ impl Phases {
 }
 
 #[tokio::test]
-async fn one_installed_demo_holds_its_reach_monitoring_mirror_and_namespace_deletion() {
+async fn one_installed_demo_holds_its_upgrade_reach_monitoring_mirror_and_deletion() {
     let mut phases = Phases::new();
     let (monitor, rules) = monitoring::rules_checked();
     phases.done("monitoring rules checked by promtool");
@@ -67,13 +75,22 @@ async fn one_installed_demo_holds_its_reach_monitoring_mirror_and_namespace_dele
     // The mirror `mirror` moves the install to, listed in the chart as a
     // platform team would list theirs (the admission pins admit the
     // bundles' images under it).
-    let (demo, _) = Demo::up_with_env(
+    let (demo, printed) = Demo::up_with_env(
         "installed",
         16600,
         "processes",
-        &[("KUBEFLOW_DEMO_IMAGE_MIRRORS", mirror::MIRROR)],
+        &[
+            ("KUBEFLOW_DEMO_RELEASE", "26.03"),
+            ("KUBEFLOW_DEMO_IMAGE_MIRRORS", mirror::MIRROR),
+        ],
     );
-    phases.done("install");
+    phases.done("install at 26.03");
+    first_install::check(&client, &demo, &printed).await;
+    phases.done("first install");
+    first_install::stall(&client, &demo).await;
+    phases.done("the wait's stall");
+    upgrade::check(&client, &demo).await;
+    phases.done("upgrade to 26.03.1");
     reach::check(&client, &demo).await;
     phases.done("reach");
     monitoring::check(&client, &demo, &monitor, &rules).await;
@@ -82,6 +99,8 @@ async fn one_installed_demo_holds_its_reach_monitoring_mirror_and_namespace_dele
     phases.done("contributors");
     mirror::check(&client).await;
     phases.done("mirror");
+    component_removal::check(&client).await;
+    phases.done("one component removed");
     namespace_deletion::check(&client, demo).await;
     phases.done("namespace deletion and teardown");
 }

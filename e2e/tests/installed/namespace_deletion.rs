@@ -55,23 +55,7 @@ pub async fn check(client: &kube::Client, demo: Demo) {
 
     // Nothing the operators managed is left but CRDs: no cluster role,
     // binding, webhook configuration or claim, and nothing in istio-system.
-    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
-    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
-    let left: Vec<String> = tool_ok(
-        "kubectl",
-        &[
-            "get",
-            &kinds.join(","),
-            "-A",
-            "-l",
-            "components.kubeflow.org/component",
-            "-o",
-            "name",
-        ],
-    )
-    .lines()
-    .map(str::to_string)
-    .collect();
+    let left = objects_labelled("components.kubeflow.org/component");
     // Kept on purpose, released: CRDs (users' objects) and the demo's
     // declared profile (its namespace holds the user's data).
     let (kept, left): (Vec<String>, Vec<String>) = left.into_iter().partition(|o| {
@@ -112,8 +96,53 @@ pub async fn check(client: &kube::Client, demo: Demo) {
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
+    // Retained CRDs keep which component they came from, but no inventory
+    // holds them.
+    assert_eq!(
+        objects_labelled("applyset.kubernetes.io/part-of"),
+        Vec::<String>::new()
+    );
+    // What the chart leaves: the allowed namespaces (they hold data), which
+    // this test removes itself.
+    let mut kept_by_chart: Vec<String> = kubeflow_e2e::component::all_own_namespaces()
+        .map(|n| format!("namespace/{n}"))
+        .collect();
+    kept_by_chart.sort();
+    assert_eq!(
+        objects_labelled(&format!(
+            "app.kubernetes.io/instance={RELEASE},app.kubernetes.io/managed-by=Helm"
+        )),
+        kept_by_chart
+    );
     for own in kubeflow_e2e::component::all_own_namespaces() {
         let _ = namespaces.delete(own, &Default::default()).await;
         wait_gone(&namespaces, own, TIMEOUT).await;
     }
+    // Only CRDs remain: the project's own (Helm never deletes CRDs) and the
+    // bundles' (kept by default, released from the project's labels).
+    let crds = tool_ok("kubectl", &["get", "crds", "-o", "name"]);
+    for crd in [
+        "kubeflows.platform.kubeflow.org",
+        "trainings.components.kubeflow.org",
+        "pytorchjobs.kubeflow.org",
+        "trainers.components.kubeflow.org",
+        "trainjobs.trainer.kubeflow.org",
+        "inferenceservices.serving.kserve.io",
+    ] {
+        assert!(crds.contains(crd), "{crd} was not retained");
+    }
+}
+
+/// Every object of every listable kind carrying `selector`, as `kind/name`
+/// lines (Events, which copy labels of nothing, left out).
+fn objects_labelled(selector: &str) -> Vec<String> {
+    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
+    tool_ok(
+        "kubectl",
+        &["get", &kinds.join(","), "-A", "-l", selector, "-o", "name"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
 }
