@@ -396,10 +396,7 @@ pub async fn delete_and_wait(api: &Api<DynamicObject>, name: &str, timeout: Dura
 
 /// The start every operator test shares: a client, the serial lock, the
 /// project's CRDs installed, and earlier runs' leftovers of these kinds swept.
-pub async fn prepare(
-    kinds: &[&str],
-    components: &[&str],
-) -> (Client, tokio::sync::MutexGuard<'static, ()>) {
+pub async fn prepare(kinds: &[&str], components: &[&str]) -> (Client, crate::Serial) {
     let client = crate::client().await;
     let guard = crate::serial().await;
     crate::install_crds(&client).await;

@@ -156,8 +156,35 @@ pub async fn client() -> Client {
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
 /// Serializes tests that touch cluster-scoped objects or run operators.
-pub async fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().await
+/// Held for the test's whole run, so its drop prints the test's time
+/// (`[test time] <test>: <s> s`) past the harness's capture: CI's stage
+/// table lists the slowest tests from these lines, passing or not.
+pub async fn serial() -> Serial {
+    let guard = SERIAL.lock().await;
+    Serial {
+        _guard: guard,
+        start: std::time::Instant::now(),
+    }
+}
+
+/// The serial lock of one test, with the time it was taken.
+pub struct Serial {
+    _guard: MutexGuard<'static, ()>,
+    start: std::time::Instant,
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        use std::io::Write;
+        // libtest names each test's thread after the test.
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("a test");
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "[test time] {test}: {:.0} s",
+            self.start.elapsed().as_secs_f64()
+        );
+    }
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);

@@ -75,7 +75,7 @@ pub async fn create_users_secret(client: &Client, ns: &str, users: &[TestUser]) 
 /// earlier run that stopped half-way left there (the sweep removed its Auth
 /// with no operator to clean up after it). Returns the serial lock's guard
 /// and the client, as `component::prepare` does.
-pub async fn prepare_auth() -> (Client, tokio::sync::MutexGuard<'static, ()>) {
+pub async fn prepare_auth() -> (Client, crate::Serial) {
     use k8s_openapi::api::core::v1::Namespace;
     use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
     use kube::core::GroupVersionKind;
