@@ -34,6 +34,12 @@ pub async fn delete_one_of_each_kind(
 /// each comes back within a second and that `kinds` are among them.
 pub async fn assert_every_kind_repaired(client: &Client, cr: &DynamicObject, kinds: &[&str]) {
     let deleted = delete_one_of_each_kind(client, cr).await;
+    // An inventory read as empty would pass every check below.
+    assert!(
+        !deleted.is_empty(),
+        "{}: no member of its inventory found to delete",
+        cr.metadata.name.clone().unwrap_or_default()
+    );
     let edited = edit_one_of_each_kind(client, cr).await;
     eprintln!(
         "repair after deletion by kind: {deleted:?}\nrepair after an edit of an owned field by kind: {edited:?}"

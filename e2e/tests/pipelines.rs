@@ -106,17 +106,6 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
         "an Event names the kept volume"
     );
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"volumePolicy": null}})).await;
-    let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
-    // Every managed kind is watched at 2.15.0 (NetworkPolicy and PriorityClass included).
-    kubeflow_e2e::repair::assert_every_kind_repaired(
-        &client,
-        &cr,
-        &[
-            "NetworkPolicy.networking.k8s.io",
-            "PriorityClass.scheduling.k8s.io",
-        ],
-    )
-    .await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert!(
         deployments

@@ -5,7 +5,8 @@
 //! users' objects (`upgrade`); the operators' reach, tried as an attacker
 //! would (`reach`); the chart's alerts and dashboards against a real
 //! Prometheus (`monitoring`); declared contributors through the `Kubeflow`
-//! resource (`contributors`); the move to a mirror registry and image
+//! resource (`contributors`); what every component promises, for each
+//! one of the registry (`conformance`); the move to a mirror registry and image
 //! digests (`mirror`); one component removed alone (`component_removal`);
 //! and, last because it ends the install, the deletion of the `kubeflow`
 //! namespace and the chart's uninstall (`namespace_deletion`). Each was a
@@ -21,6 +22,7 @@
 //! phase lines printed to standard error as each one ends.
 
 mod component_removal;
+mod conformance;
 mod contributors;
 mod first_install;
 mod mirror;
@@ -97,6 +99,8 @@ async fn one_installed_demo_holds_its_upgrade_reach_monitoring_mirror_and_deleti
     phases.done("monitoring");
     contributors::check(&client).await;
     phases.done("contributors");
+    conformance::check(&client, &demo).await;
+    phases.done("conformance");
     mirror::check(&client).await;
     phases.done("mirror");
     component_removal::check(&client).await;
