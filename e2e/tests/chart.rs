@@ -234,70 +234,85 @@ fn the_operators_own_rules_reach_no_further_than_their_names() {
         }
     }
     // Every create of a cluster-scoped object is limited to the bundles'
-    // names by an admission policy matching only that operator.
-    for c in COMPONENTS.iter().filter(|c| **c != "meta") {
-        let policy = all
-            .iter()
+    // names by an admission policy matching the operators (one policy for
+    // all: each validation names its operator).
+    let policy = |name: &str| {
+        all.iter()
             .find(|o| {
                 o.types
                     .as_ref()
                     .is_some_and(|t| t.kind == "ValidatingAdmissionPolicy")
-                    && o.metadata.name.as_deref() == Some(&format!("kf-{c}-operator-creates"))
+                    && o.metadata.name.as_deref() == Some(name)
             })
-            .unwrap_or_else(|| panic!("{c}: no admission policy"));
-        let matched = policy.data["spec"]["matchConditions"][0]["expression"]
+            .unwrap_or_else(|| panic!("no admission policy {name}"))
+    };
+    let creates = policy("kf-operators-creates");
+    let pins = policy("kf-operators-pins");
+    let matched = |p: &kube::api::DynamicObject| {
+        p.data["spec"]["matchConditions"][0]["expression"]
             .as_str()
-            .unwrap_or("");
-        assert!(
-            matched.contains(&format!(
-                "system:serviceaccount:kubeflow-system:kf-{c}-operator"
-            )),
-            "{c}: {matched}"
-        );
-        // And every write of a role, binding, webhook configuration or
-        // workload is pinned to the bundles' contents by another, whose
-        // allowed namespaces are the chart's.
-        let pins = all
-            .iter()
-            .find(|o| {
-                o.types
-                    .as_ref()
-                    .is_some_and(|t| t.kind == "ValidatingAdmissionPolicy")
-                    && o.metadata.name.as_deref() == Some(&format!("kf-{c}-operator-pins"))
-            })
-            .unwrap_or_else(|| panic!("{c}: no pins policy"));
-        let resources: Vec<&str> = pins.data["spec"]["matchConstraints"]["resourceRules"]
+            .unwrap_or("")
+            .to_string()
+    };
+    let guarded = |p: &kube::api::DynamicObject, c: &str| {
+        p.data["spec"]["validations"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|r| r["resources"][0].as_str())
-            .collect();
-        for r in [
-            "clusterroles",
-            "roles",
-            "clusterrolebindings",
-            "rolebindings",
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations",
-            "deployments",
-            "statefulsets",
-            "daemonsets",
-            "customresourcedefinitions",
-        ] {
-            assert!(resources.contains(&r), "{c}: pins do not cover {r}");
-        }
-        if *c == "dashboard" {
-            assert!(
-                resources.contains(&"authorizationpolicies"),
-                "the Dashboard's pins do not cover its tenant policies"
-            );
-        }
-        assert_eq!(
-            pins.data["spec"]["variables"][0],
-            serde_json::json!({"name": "allowedNamespaces", "expression": format!("[{}]", kubeflow_e2e::component::chart_namespaces().iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))}),
-            "{c}"
+            .filter(|v| {
+                v["expression"].as_str().is_some_and(|e| {
+                    e.starts_with(&format!("variables.operator != 'kf-{c}-operator' || "))
+                })
+            })
+            .count()
+    };
+    let resources: Vec<&str> = pins.data["spec"]["matchConstraints"]["resourceRules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["resources"][0].as_str())
+        .collect();
+    for c in COMPONENTS.iter().filter(|c| **c != "meta") {
+        let account = format!("'system:serviceaccount:kubeflow-system:kf-{c}-operator'");
+        assert!(
+            matched(creates).contains(&account),
+            "{c}: {}",
+            matched(creates)
         );
+        assert!(guarded(creates, c) > 0, "{c}: no create of its own limited");
+        // And every write of a role, binding, webhook configuration or
+        // workload is pinned to the bundles' contents by another.
+        assert!(matched(pins).contains(&account), "{c}: {}", matched(pins));
+        assert!(guarded(pins, c) >= 10, "{c}: {} pins", guarded(pins, c));
     }
+    for r in [
+        "clusterroles",
+        "roles",
+        "clusterrolebindings",
+        "rolebindings",
+        "mutatingwebhookconfigurations",
+        "validatingwebhookconfigurations",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+        "customresourcedefinitions",
+        // The Dashboard's tenant policies.
+        "authorizationpolicies",
+    ] {
+        assert!(resources.contains(&r), "the pins do not cover {r}");
+    }
+    // Their allowed namespaces are the chart's.
+    assert_eq!(
+        pins.data["spec"]["variables"][1],
+        serde_json::json!({"name": "allowedNamespaces", "expression": format!("[{}]", kubeflow_e2e::component::chart_namespaces().iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))})
+    );
+    // Only operators' accounts are matched, and each validation of the
+    // pins names its operator.
+    let validations = pins.data["spec"]["validations"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let named: usize = COMPONENTS.iter().map(|c| guarded(pins, c)).sum();
+    assert_eq!(validations, named, "a pin for no operator");
 }
 
 #[test]

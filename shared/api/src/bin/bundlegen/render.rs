@@ -133,6 +133,24 @@ impl Chart {
     /// deletion by anyone but the Dashboard operator. OLM cannot install
     /// them; they match the operator's ServiceAccount in any namespace,
     /// since the namespace OLM installs into is chosen at install.
+    /// The operators' account names of a condition that lists them all
+    /// (`request.userInfo.username in ['system:serviceaccount:<ns>:<name>', ...]`),
+    /// when each is an operator's.
+    fn operator_list(&self, expression: &str) -> Option<Vec<String>> {
+        let list = expression
+            .strip_prefix("request.userInfo.username in [")?
+            .strip_suffix(']')?;
+        list.split(", ")
+            .map(|entry| {
+                let user = entry.trim_matches('\'');
+                self.operators
+                    .iter()
+                    .find(|op| user.ends_with(&format!(":{}", op.service_account)))
+                    .map(|op| op.service_account.clone())
+            })
+            .collect()
+    }
+
     pub fn admission_policies(&self) -> Vec<Value> {
         let mut out = Vec::new();
         for o in &self.objects {
@@ -144,6 +162,19 @@ impl Chart {
                         .and_then(Value::as_array_mut)
                     {
                         for c in conditions {
+                            if let Some(names) = self.operator_list(str_at(c, "/expression")) {
+                                // One policy for every operator: each matched
+                                // by its account's name alone, as below.
+                                c["expression"] = Value::String(format!(
+                                    "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.split(':')[3] in [{}]",
+                                    names
+                                        .iter()
+                                        .map(|n| format!("'{n}'"))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ));
+                                continue;
+                            }
                             let sa = self.operators.iter().find(|op| {
                                 str_at(c, "/expression")
                                     .ends_with(&format!(":{}'", op.service_account))
@@ -225,6 +256,20 @@ mod tests {
         });
         let out = chart_with(policy).admission_policies();
         str_at(&out[0], "/spec/matchConditions/0/expression").to_string()
+    }
+
+    #[test]
+    fn the_operators_condition_matches_their_accounts_in_any_namespace() {
+        let is = condition(
+            "request.userInfo.username in ['system:serviceaccount:kubeflow-system:kubeflow-dashboard-operator']",
+        );
+        assert_eq!(
+            is,
+            "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.split(':')[3] in ['kubeflow-dashboard-operator']"
+        );
+        // A list naming anyone else is left as it is.
+        let other = "request.userInfo.username in ['system:serviceaccount:a:someone']";
+        assert_eq!(condition(other), other);
     }
 
     #[test]
