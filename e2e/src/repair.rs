@@ -16,9 +16,20 @@ pub async fn delete_one_of_each_kind(
     client: &Client,
     cr: &DynamicObject,
 ) -> BTreeMap<String, Duration> {
+    delete_one_of_each_kind_but(client, cr, &[]).await
+}
+
+/// [`delete_one_of_each_kind`], leaving out the group-kinds `undeletable`
+/// (those an admission policy keeps from deletion, as the chart's keeps
+/// declared Profiles).
+async fn delete_one_of_each_kind_but(
+    client: &Client,
+    cr: &DynamicObject,
+    undeletable: &[&str],
+) -> BTreeMap<String, Duration> {
     let mut out = BTreeMap::new();
     for (gk, (api, name)) in one_member_per_kind(client, cr).await {
-        if gk == "PersistentVolumeClaim" {
+        if gk == "PersistentVolumeClaim" || undeletable.contains(&gk.as_str()) {
             continue;
         }
         let victim = api
@@ -33,7 +44,18 @@ pub async fn delete_one_of_each_kind(
 /// Deletes one object of every kind and edits one of every kind; asserts
 /// each comes back within a second and that `kinds` are among them.
 pub async fn assert_every_kind_repaired(client: &Client, cr: &DynamicObject, kinds: &[&str]) {
-    let deleted = delete_one_of_each_kind(client, cr).await;
+    assert_every_kind_repaired_but(client, cr, kinds, &[]).await;
+}
+
+/// [`assert_every_kind_repaired`], the kinds `undeletable` (kept from
+/// deletion by admission) only edited.
+pub async fn assert_every_kind_repaired_but(
+    client: &Client,
+    cr: &DynamicObject,
+    kinds: &[&str],
+    undeletable: &[&str],
+) {
+    let deleted = delete_one_of_each_kind_but(client, cr, undeletable).await;
     // An inventory read as empty would pass every check below.
     assert!(
         !deleted.is_empty(),
@@ -45,10 +67,15 @@ pub async fn assert_every_kind_repaired(client: &Client, cr: &DynamicObject, kin
         "repair after deletion by kind: {deleted:?}\nrepair after an edit of an owned field by kind: {edited:?}"
     );
     for kind in kinds {
+        let among = if undeletable.contains(kind) {
+            &edited
+        } else {
+            &deleted
+        };
         assert!(
-            deleted.contains_key(*kind),
+            among.contains_key(*kind),
             "{kind} not among {:?}",
-            deleted.keys()
+            among.keys()
         );
     }
     for kind in deleted.keys() {
