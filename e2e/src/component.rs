@@ -514,6 +514,17 @@ pub async fn wait_version_ready(
     .await;
 }
 
+/// The cluster's Profiles (`kubeflow.org/v1`), which the Dashboard declares.
+pub fn profiles(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("kubeflow.org", "v1", "Profile"),
+            "profiles",
+        ),
+    )
+}
+
 /// The namespace the profile controller makes of a Profile (whose
 /// controller is not run in these tests): owned by it, so deleting the
 /// Profile deletes the namespace, and labelled as the controller labels it.

@@ -279,7 +279,12 @@ pub async fn read_metrics(addr: &str) -> anyhow::Result<String> {
 /// where the checks read it (renamed, relabelled).
 pub async fn writes_at(addr: &str, counted: bool) -> anyhow::Result<f64> {
     let text = read_metrics(addr).await?;
-    match metric_value(&text, WRITES, &[]) {
+    writes_in(addr, &text, counted)
+}
+
+/// [`writes_at`] of a page already read (by [`read_metrics`]) from `addr`.
+pub fn writes_in(addr: &str, text: &str, counted: bool) -> anyhow::Result<f64> {
+    match metric_value(text, WRITES, &[]) {
         Some(v) => Ok(v),
         None if !counted => Ok(0.0),
         None => anyhow::bail!(

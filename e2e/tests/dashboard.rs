@@ -34,14 +34,6 @@ use serde_json::json;
 const OPERATOR: &str = "kubeflow-dashboard-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-fn profiles(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kubeflow.org", "v1", "Profile"),
-        "profiles",
-    );
-    Api::all_with(client.clone(), &ar)
-}
-
 fn env_of(d: &Deployment, name: &str) -> Option<String> {
     d.spec
         .as_ref()?
@@ -65,7 +57,7 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     let (client, _g) = kubeflow_e2e::component::prepare(&["Dashboard"], &["dashboard"]).await;
     install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml").await;
-    let all_profiles = profiles(&client);
+    let all_profiles = kubeflow_e2e::component::profiles(&client);
     // An earlier run's profiles (kept, as declared profiles are).
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     if crds

@@ -11,8 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::PostParams;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DeleteParams};
 use kubeflow_e2e::component::{
     chart_namespaces, component_api, install_bundle_crds, merge, wait_condition, wait_gone,
 };
@@ -24,19 +23,12 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const PROFILE: &str = "team-watched";
 const OWNER: &str = "jane@example.com";
 
-fn profiles(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk(&GroupVersionKind::gvk("kubeflow.org", "v1", "Profile")),
-    )
-}
-
 #[tokio::test]
 async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Dashboard"], &["dashboard"]).await;
     install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml").await;
-    let all_profiles = profiles(&client);
+    let all_profiles = kubeflow_e2e::component::profiles(&client);
     // An earlier run's policy, profile and its namespace.
     ChartPolicy::remove();
     let _ = Api::<Namespace>::all(client.clone())

@@ -59,3 +59,16 @@ A CEL list literal of strings ([] when empty); the values' schema keeps quotes o
 {{- define "kubeflow.celList" -}}
 {{- if . }}{{ printf "['%s']" (join "', '" .) }}{{ else }}[]{{ end }}
 {{- end }}
+
+{{/* A CEL expression of one operator's pins with its variables renamed to
+that operator's own (`variables.roleRules` -> `variables.auth_roleRules`),
+so that every operator's pins sit in one policy. Takes (dict "expression"
+"variables" (the operator's) "own" (its prefix)). */}}
+{{- define "kubeflow.ownVariables" -}}
+{{- $expression := .expression }}
+{{- $own := .own }}
+{{- range .variables }}
+{{- $expression = replace (printf "variables.%s" .name) (printf "variables.%s%s" $own .name) $expression }}
+{{- end }}
+{{- $expression -}}
+{{- end }}

@@ -12,13 +12,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kubeflow_api::registry::COMPONENTS as REGISTRY;
-use kubeflow_e2e::component::{component_api, condition, merge, profile_namespace, wait_gone};
+use kubeflow_e2e::component::{component_api, condition, merge};
 use kubeflow_e2e::demo::{COMPONENTS, Demo, KUBEFLOW_NAMESPACE};
-use kubeflow_e2e::operator::{metric_value, read_metrics, writes_at};
+use kubeflow_e2e::operator::{metric_value, read_metrics, writes_in};
 use kubeflow_e2e::repair::assert_every_kind_repaired_but;
 use kubeflow_e2e::wait::wait_for;
 use serde_json::json;
@@ -135,9 +132,7 @@ async fn counts(demo: &Demo) -> BTreeMap<&'static str, Counts> {
         let text = read_metrics(&addr)
             .await
             .unwrap_or_else(|e| panic!("{c}: {e:#}"));
-        let writes = writes_at(&addr, true)
-            .await
-            .unwrap_or_else(|e| panic!("{c}: {e:#}"));
+        let writes = writes_in(&addr, &text, true).unwrap_or_else(|e| panic!("{c}: {e:#}"));
         out.insert(
             c,
             Counts {
@@ -183,57 +178,10 @@ async fn settled(client: &kube::Client, demo: &Demo) -> BTreeMap<&'static str, C
     }
 }
 
-/// The namespaces of the declared profiles the Dashboard waits for, made as
-/// the profile controller (not run on this cluster) would make them: until
-/// they exist the Dashboard rechecks every 10 s by design, which is not
-/// rest. Returns their names, to delete after the checks at rest.
-async fn profile_namespaces_made(client: &kube::Client) -> Vec<String> {
-    let dashboards = component_api(client, KUBEFLOW_NAMESPACE, "Dashboard");
-    let pending: Vec<String> = dashboards
-        .get("kubeflow")
-        .await
-        .expect("the Dashboard")
-        .data["status"]["contributorsPending"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| n.as_str().map(str::to_string))
-        .collect();
-    let profiles: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("kubeflow.org", "v1", "Profile"),
-            "profiles",
-        ),
-    );
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in &pending {
-        let uid = profiles
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("the declared profile {name}: {e}"))
-            .uid()
-            .expect("uid");
-        namespaces
-            .create(&PostParams::default(), &profile_namespace(name, &uid))
-            .await
-            .unwrap_or_else(|e| panic!("the namespace of {name}: {e}"));
-    }
-    wait_for("the Dashboard waiting for no profile", TIMEOUT, || async {
-        let d = dashboards.get("kubeflow").await.ok()?;
-        d.data["status"]["contributorsPending"]
-            .as_array()
-            .is_none_or(Vec::is_empty)
-            .then_some(())
-    })
-    .await;
-    pending
-}
-
 /// The three promises, for every component of the registry.
 pub async fn check(client: &kube::Client, demo: &Demo) {
-    // At rest: nothing written, nothing listed (the watches' caches answer).
-    let made = profile_namespaces_made(client).await;
+    // At rest: nothing written, nothing listed outside a requeued pass (the
+    // watches' caches answer).
     let before = settled(client, demo).await;
     tokio::time::sleep(AT_REST).await;
     let after = counts(demo).await;
@@ -255,14 +203,6 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
                 a.lists - b.lists
             );
         }
-    }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in &made {
-        namespaces
-            .delete(name, &Default::default())
-            .await
-            .unwrap_or_else(|e| panic!("delete {name}: {e}"));
-        wait_gone(&namespaces, name, TIMEOUT).await;
     }
 
     // A forced reconcile of every component writes nothing: each resource

@@ -82,12 +82,7 @@ pub async fn check(client: &kube::Client) {
     .await;
     // The profile controller makes the namespace of a declared Profile; the
     // flow makes it as that controller would (owned by the Profile).
-    let profiles = gvk_api(
-        client,
-        None,
-        GroupVersionKind::gvk("kubeflow.org", "v1", "Profile"),
-        "profiles",
-    );
+    let profiles = kubeflow_e2e::component::profiles(client);
     let profile = wait_for("the declared Profile", TIMEOUT, || async {
         profiles.get_opt(TEAM).await.ok()?
     })
