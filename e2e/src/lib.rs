@@ -161,9 +161,11 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 /// table lists the slowest tests from these lines, passing or not.
 pub async fn serial() -> Serial {
     let guard = SERIAL.lock().await;
+    let now = std::time::Instant::now();
     Serial {
         _guard: guard,
-        start: std::time::Instant::now(),
+        start: now,
+        last: now,
     }
 }
 
@@ -171,20 +173,38 @@ pub async fn serial() -> Serial {
 pub struct Serial {
     _guard: MutexGuard<'static, ()>,
     start: std::time::Instant,
+    last: std::time::Instant,
+}
+
+impl Serial {
+    /// Prints how long the phase that ends now took (`[test time] <test>:
+    /// <phase>: <s> s (at <s> s)`), past the harness's capture, so that a
+    /// passing run shows where a long test's time went too.
+    pub fn phase(&mut self, phase: &str) {
+        let now = std::time::Instant::now();
+        print_time(&format!(
+            "{phase}: {:.0} s (at {:.0} s)",
+            (now - self.last).as_secs_f64(),
+            (now - self.start).as_secs_f64()
+        ));
+        self.last = now;
+    }
 }
 
 impl Drop for Serial {
     fn drop(&mut self) {
-        use std::io::Write;
-        // libtest names each test's thread after the test.
-        let thread = std::thread::current();
-        let test = thread.name().unwrap_or("a test");
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "[test time] {test}: {:.0} s",
-            self.start.elapsed().as_secs_f64()
-        );
+        print_time(&format!("{:.0} s", self.start.elapsed().as_secs_f64()));
     }
+}
+
+/// One `[test time]` line for the running test, on standard error (not
+/// through `eprintln!`, which the harness captures).
+fn print_time(what: &str) {
+    use std::io::Write;
+    // libtest names each test's thread after the test.
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr().lock(), "[test time] {test}: {what}");
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);

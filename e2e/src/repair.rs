@@ -63,8 +63,10 @@ pub async fn assert_every_kind_repaired_but(
         cr.metadata.name.clone().unwrap_or_default()
     );
     let edited = edit_one_of_each_kind(client, cr).await;
+    // Named by the resource's kind: components' checks may run side by side.
+    let component = cr.types.as_ref().map_or("", |t| t.kind.as_str());
     eprintln!(
-        "repair after deletion by kind: {deleted:?}\nrepair after an edit of an owned field by kind: {edited:?}"
+        "{component}: repair after deletion by kind: {deleted:?}\n{component}: repair after an edit of an owned field by kind: {edited:?}"
     );
     for kind in kinds {
         let among = if undeletable.contains(kind) {

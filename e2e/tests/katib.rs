@@ -328,7 +328,7 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
 /// the mirror), while the Katib operator writes nothing.
 #[tokio::test]
 async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_installed() {
-    let (client, _g) = kubeflow_e2e::component::prepare(&["Katib"], &["katib"]).await;
+    let (client, mut phases) = kubeflow_e2e::component::prepare(&["Katib"], &["katib"]).await;
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
@@ -343,6 +343,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     )
     .await;
     wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    phases.phase("Katib installed");
 
     // The installed configuration, with the controller's listeners on free
     // loopback ports instead of the pod's fixed ones.
@@ -377,6 +378,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         dir.join("katib-controller.log"),
     );
     apply_yaml(&client, &ns.name, EXPERIMENT).await;
+    phases.phase("controller started");
 
     let suggestions = {
         let ar = ApiResource::from_gvk_with_plural(
@@ -430,6 +432,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         before,
         "the Katib operator wrote nothing while Katib's controller worked"
     );
+    phases.phase("the Experiment's Suggestion and Deployment");
     // The Experiment goes while the controller runs: it clears the
     // finalizer it set, and what it made goes with it.
     let users = experiments(&client, &ns.name);
@@ -446,6 +449,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         kubeflow_e2e::component::REMOVAL_TIMEOUT,
     )
     .await;
+    phases.phase("the Experiment deleted (foreground)");
     drop(ctl);
     // The Katib resource goes while its operator runs: left to the
     // namespace's deletion, its finalizer would keep it (and its claim on
@@ -457,6 +461,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         kubeflow_e2e::component::REMOVAL_TIMEOUT,
     )
     .await;
+    phases.phase("Katib removed");
     drop(op);
     ns.delete().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -95,11 +95,12 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     );
     assert_eq!(status_str(&kf, "/status/phase"), Some("Installing"));
     // `kubectl get kubeflow` says which components wait and why, without -o yaml.
-    let table = kubeflow_e2e::run_tool("kubectl", &["get", "kubeflow", "-n", &ns.name]);
-    let table = String::from_utf8_lossy(&table.stdout);
+    let out = kubeflow_e2e::run_tool("kubectl", &["get", "kubeflow", "-n", &ns.name]);
+    let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("MESSAGE") && table.contains("waiting for") && table.contains("serving ("),
-        "{table}"
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // A field set on the child and not stated by the Kubeflow CR survives reconciles.

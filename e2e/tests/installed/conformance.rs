@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use kubeflow_api::registry::COMPONENTS as REGISTRY;
 use kubeflow_e2e::component::{component_api, condition, merge};
 use kubeflow_e2e::demo::{COMPONENTS, Demo, KUBEFLOW_NAMESPACE};
@@ -23,6 +24,9 @@ use serde_json::json;
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the install is watched at rest.
 const AT_REST: Duration = Duration::from_secs(15);
+
+/// Components whose repairs are checked side by side.
+const REPAIRED_AT_ONCE: usize = 3;
 const RECONCILES: &str = "controller_runtime_reconcile_total";
 
 /// Kinds whose repair a component's inventory must show at 26.03.1 (beyond
@@ -243,17 +247,21 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
         );
     }
 
-    // Every managed kind repaired after a deletion and after an edit.
-    for c in REGISTRY {
-        let cr = component_api(client, KUBEFLOW_NAMESPACE, c.kind)
-            .get("kubeflow")
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let must = MUST_REPAIR
-            .iter()
-            .find(|(n, _)| *n == c.name)
-            .map_or(&[][..], |(_, k)| *k);
-        eprintln!("{}:", c.name);
-        assert_every_kind_repaired_but(client, &cr, must, UNDELETABLE).await;
-    }
+    // Every managed kind repaired after a deletion and after an edit. A few
+    // components at a time: each waits on its own operator, and one after
+    // another they were half of the suite's time; not all at once, so that
+    // the 2 s bound still measures a repair, not a queue at the API server.
+    futures::stream::iter(REGISTRY)
+        .for_each_concurrent(REPAIRED_AT_ONCE, |c| async move {
+            let cr = component_api(client, KUBEFLOW_NAMESPACE, c.kind)
+                .get("kubeflow")
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+            let must = MUST_REPAIR
+                .iter()
+                .find(|(n, _)| *n == c.name)
+                .map_or(&[][..], |(_, k)| *k);
+            assert_every_kind_repaired_but(client, &cr, must, UNDELETABLE).await;
+        })
+        .await;
 }

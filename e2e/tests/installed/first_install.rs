@@ -193,13 +193,13 @@ pub async fn stall(client: &kube::Client, demo: &Demo) {
         json!({"metadata": {"annotations": {"e2e/stall": "1"}}, "spec": {"controller": {"trainJobConcurrency": 7}}}),
     )
     .await;
-    let (ready, printed) = demo.wait(15);
+    let (ready, printed) = demo.wait(8);
     assert!(
         !ready,
         "the wait succeeded with the trainer stopped:\n{printed}"
     );
     assert!(
-        printed.contains("nothing moved for 15 s")
+        printed.contains("nothing moved for 8 s")
             && printed.contains("component trainer is not Ready")
             && printed.contains("last lines of kubeflow-trainer-operator's log"),
         "the stall does not name the component:\n{printed}"
@@ -214,8 +214,8 @@ pub async fn stall(client: &kube::Client, demo: &Demo) {
         printed.contains(last.trim()),
         "its log's last line is not shown:\n{printed}"
     );
-    // Slow but moving: the trainer's resource changes every 4 s for 28 s,
-    // longer than a 10 s stall window, then its operator comes back. The
+    // Slow but moving: the trainer's resource changes every 2 s for 14 s,
+    // longer than a 6 s stall window, then its operator comes back. The
     // wait keeps going as long as something moves, and succeeds.
     let (state, port_base) = (demo.state.clone(), demo.port_base());
     let mover = std::thread::spawn(move || {
@@ -237,7 +237,7 @@ pub async fn stall(client: &kube::Client, demo: &Demo) {
         };
         for n in 8..15 {
             patch(&n.to_string());
-            std::thread::sleep(Duration::from_secs(4));
+            std::thread::sleep(Duration::from_secs(2));
         }
         patch("null");
         let out = std::process::Command::new(kubeflow_e2e::repo_root().join("e2e/demo"))
@@ -250,11 +250,11 @@ pub async fn stall(client: &kube::Client, demo: &Demo) {
         assert!(out.status.success(), "e2e/demo start: {out:?}");
     });
     let started = std::time::Instant::now();
-    let (ready, printed) = demo.wait(10);
+    let (ready, printed) = demo.wait(6);
     mover.join().expect("the mover");
     assert!(ready, "the wait failed with the trainer back:\n{printed}");
     assert!(
-        started.elapsed() > Duration::from_secs(25),
+        started.elapsed() > Duration::from_secs(12),
         "the wait ended before the trainer came back:\n{printed}"
     );
 }

@@ -31,49 +31,15 @@ mod namespace_deletion;
 mod reach;
 mod upgrade;
 
-use std::io::Write;
-use std::time::Instant;
-
 use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, prepare};
 use kubeflow_e2e::demo::{Demo, clear_leftovers};
 
-/// Times each phase and prints it as it ends, past the test harness's
-/// capture (written to the process's standard error, not through
-/// `eprintln!`), so a passing run shows where its time went too.
-struct Phases {
-    start: Instant,
-    last: Instant,
-}
-
-impl Phases {
-    fn new() -> Phases {
-        let now = Instant::now();
-        Phases {
-            start: now,
-            last: now,
-        }
-    }
-
-    fn done(&mut self, phase: &str) {
-        let now = Instant::now();
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "[installed] {phase}: {:.0} s (at {:.0} s)",
-            (now - self.last).as_secs_f64(),
-            (now - self.start).as_secs_f64()
-        );
-        self.last = now;
-    }
-}
-
 #[tokio::test]
 async fn one_installed_demo_holds_its_upgrade_reach_monitoring_mirror_and_deletion() {
-    let mut phases = Phases::new();
     let (monitor, rules) = monitoring::rules_checked();
-    phases.done("monitoring rules checked by promtool");
-    let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    let (client, mut phases) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     clear_leftovers(&client).await;
-    phases.done("sweep");
+    phases.phase("promtool on the alerts, sweep");
     // The mirror `mirror` moves the install to, listed in the chart as a
     // platform team would list theirs (the admission pins admit the
     // bundles' images under it).
@@ -86,25 +52,25 @@ async fn one_installed_demo_holds_its_upgrade_reach_monitoring_mirror_and_deleti
             ("KUBEFLOW_DEMO_IMAGE_MIRRORS", mirror::MIRROR),
         ],
     );
-    phases.done("install at 26.03");
+    phases.phase("install at 26.03");
     first_install::check(&client, &demo, &printed).await;
-    phases.done("first install");
+    phases.phase("first install");
     first_install::stall(&client, &demo).await;
-    phases.done("the wait's stall");
+    phases.phase("the wait's stall");
     upgrade::check(&client, &demo).await;
-    phases.done("upgrade to 26.03.1");
+    phases.phase("upgrade to 26.03.1");
     reach::check(&client, &demo).await;
-    phases.done("reach");
+    phases.phase("reach");
     monitoring::check(&client, &demo, &monitor, &rules).await;
-    phases.done("monitoring");
+    phases.phase("monitoring");
     contributors::check(&client).await;
-    phases.done("contributors");
+    phases.phase("contributors");
     conformance::check(&client, &demo).await;
-    phases.done("conformance");
+    phases.phase("conformance");
     mirror::check(&client).await;
-    phases.done("mirror");
+    phases.phase("mirror");
     component_removal::check(&client).await;
-    phases.done("one component removed");
+    phases.phase("one component removed");
     namespace_deletion::check(&client, demo).await;
-    phases.done("namespace deletion and teardown");
+    phases.phase("namespace deletion and teardown");
 }

@@ -58,12 +58,20 @@ pub async fn cleanup(
         .await?;
     let live_objects: Vec<DynamicObject> = members.iter().map(|m| m.object.clone()).collect();
     let custom = kinds::custom_kinds(&live_objects);
-    // Within its wave, an aggregated ClusterRole waits for its sources.
+    // Within its wave, an aggregated ClusterRole waits for its sources; and
+    // none is left aggregating while anything is deleted (see aggregation).
     let aggregated = if members.iter().any(|m| kind(&m.object) == "ClusterRole") {
         aggregation::levels(engine, inv).await?
     } else {
         BTreeMap::new()
     };
+    let disarmed: Vec<String> = members
+        .iter()
+        .filter(|m| kind(&m.object) == "ClusterRole" && !retain(&m.object))
+        .filter_map(|m| m.object.metadata.name.clone())
+        .filter(|n| aggregated.contains_key(n))
+        .collect();
+    aggregation::disarm(engine, &disarmed).await;
     let mut waves: BTreeMap<(u8, u8), Vec<&Member>> = BTreeMap::new();
     for m in &members {
         let level = match kind(&m.object) {

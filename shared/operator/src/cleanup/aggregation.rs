@@ -6,12 +6,17 @@
 //! aggregated role in the same pass as its sources let the controller put
 //! it back, unlabelled, with the sources' rules and managed by no one (three
 //! of Knative's after an uninstall). Deleting each aggregated role only once
-//! the roles it selects are gone leaves the controller nothing to react to.
+//! the roles it selects are gone leaves the controller nothing to react to
+//! from this component, but not from another one removed at the same time:
+//! Kubeflow's `kubeflow-admin` aggregates roles of nine components, each
+//! deleting its own (one uninstall in five left it behind). So a removal
+//! first takes the aggregation rule off (the controller skips a role
+//! without one), then deletes in the order above.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::apply::{ApplyError, Engine};
 use crate::inventory::Inventory;
@@ -33,6 +38,29 @@ pub async fn levels(engine: &Engine, inv: &Inventory) -> Result<BTreeMap<String,
             source,
         })?;
     Ok(levels_of(&roles.items))
+}
+
+/// Takes the aggregation rule (and the rules the controller wrote from it)
+/// off each of `names` that still has one, so that Kubernetes' controller
+/// no longer writes it. A role already gone is no error; any other refusal
+/// is logged and the removal goes on (the deletion order still holds).
+/// How many were changed.
+pub async fn disarm(engine: &Engine, names: &[String]) -> usize {
+    let api: Api<ClusterRole> = Api::all(engine.client().clone());
+    // A merge patch, not an apply: the role is about to be deleted, and the
+    // admission pins admit a bundle role with no rules.
+    let patch = Patch::Merge(serde_json::json!({"aggregationRule": null, "rules": []}));
+    let mut changed = 0;
+    for name in names {
+        match api.patch(name, &PatchParams::default(), &patch).await {
+            Ok(_) => changed += 1,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(error) => {
+                tracing::warn!(%name, %error, "could not take the aggregation rule off before deleting the role");
+            }
+        }
+    }
+    changed
 }
 
 /// [`levels`] over roles already read.
