@@ -95,7 +95,7 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     );
     assert_eq!(status_str(&kf, "/status/phase"), Some("Installing"));
     // `kubectl get kubeflow` says which components wait and why, without -o yaml.
-    let out = kubeflow_e2e::run_tool("kubectl", &["get", "kubeflow", "-n", &ns.name]);
+    let out = kubeflow_e2e::run_tool("kubectl", &["get", "kubeflow", "-n", &ns.name, "-v=6"]);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("MESSAGE") && table.contains("waiting for") && table.contains("serving ("),

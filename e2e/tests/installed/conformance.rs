@@ -26,7 +26,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const AT_REST: Duration = Duration::from_secs(15);
 
 /// Components whose repairs are checked side by side.
-const REPAIRED_AT_ONCE: usize = 3;
+const REPAIRED_AT_ONCE: usize = 2;
 const RECONCILES: &str = "controller_runtime_reconcile_total";
 
 /// Kinds whose repair a component's inventory must show at 26.03.1 (beyond
@@ -186,7 +186,9 @@ async fn settled(client: &kube::Client, demo: &Demo) -> BTreeMap<&'static str, C
 pub async fn check(client: &kube::Client, demo: &Demo) {
     // At rest: nothing written, nothing listed outside a requeued pass (the
     // watches' caches answer).
+    let started = Instant::now();
     let before = settled(client, demo).await;
+    eprintln!("conformance: at rest after {:.0} s", started.elapsed().as_secs_f64());
     tokio::time::sleep(AT_REST).await;
     let after = counts(demo).await;
     for (c, b) in &before {
@@ -247,6 +249,10 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
         );
     }
 
+    eprintln!(
+        "conformance: forced reconciles checked at {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     // Every managed kind repaired after a deletion and after an edit. A few
     // components at a time: each waits on its own operator, and one after
     // another they were half of the suite's time; not all at once, so that
@@ -264,4 +270,8 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
             assert_every_kind_repaired_but(client, &cr, must, UNDELETABLE).await;
         })
         .await;
+    eprintln!(
+        "conformance: repairs checked at {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -24,6 +24,8 @@ const TIMEOUT: Duration = Duration::from_secs(420);
 pub async fn check(client: &kube::Client, demo: Demo) {
     let client = client.clone();
 
+    let started = std::time::Instant::now();
+    let at = || format!("{:.0} s", started.elapsed().as_secs_f64());
     let roles_before = kubeflow_e2e::demo::managed_cluster_roles(&client).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
@@ -51,6 +53,7 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
+    eprintln!("namespace deletion: the namespace gone at {}", at());
     let refused = demo.forbidden();
 
     // Nothing the operators managed is left but CRDs: no cluster role,
@@ -91,11 +94,13 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             "--wait=true",
         ],
     );
+    eprintln!("namespace deletion: checked and the profile deleted at {}", at());
     drop(demo);
     tool_ok(
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
+    eprintln!("namespace deletion: the chart uninstalled at {}", at());
     // Retained CRDs keep which component they came from, but no inventory
     // holds them.
     assert_eq!(
@@ -114,10 +119,17 @@ pub async fn check(client: &kube::Client, demo: Demo) {
         )),
         kept_by_chart
     );
+    // All asked at once, then waited for: the namespace controller empties
+    // them side by side (one after another, this took most of a minute).
     for own in kubeflow_e2e::component::all_own_namespaces() {
         let _ = namespaces.delete(own, &Default::default()).await;
-        wait_gone(&namespaces, own, TIMEOUT).await;
     }
+    futures::future::join_all(
+        kubeflow_e2e::component::all_own_namespaces()
+            .map(|own| wait_gone(&namespaces, own, TIMEOUT)),
+    )
+    .await;
+    eprintln!("namespace deletion: the chart's namespaces gone at {}", at());
     // Only CRDs remain: the project's own (Helm never deletes CRDs) and the
     // bundles' (kept by default, released from the project's labels).
     let crds = tool_ok("kubectl", &["get", "crds", "-o", "name"]);
