@@ -188,7 +188,10 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // watches' caches answer).
     let started = Instant::now();
     let before = settled(client, demo).await;
-    eprintln!("conformance: at rest after {:.0} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "conformance: at rest after {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     tokio::time::sleep(AT_REST).await;
     let after = counts(demo).await;
     for (c, b) in &before {

@@ -16,19 +16,50 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(180);
 pub const MIRROR: &str = "registry.local:5000";
 
-/// Every object of every listable kind matching `selector` (or in `namespace`).
-fn objects(args: &[&str]) -> Vec<DynamicObject> {
-    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
-    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
-    let joined = kinds.join(",");
-    let mut all = vec!["get", joined.as_str(), "-o", "json"];
-    all.extend_from_slice(args);
-    let list: Value = serde_json::from_str(&tool_ok("kubectl", &all)).expect("list");
+/// Every object of each of `kinds` (kubectl's names) carrying a component
+/// label, anywhere.
+fn labelled_objects(kinds: &str) -> Vec<DynamicObject> {
+    let list: Value = serde_json::from_str(&tool_ok(
+        "kubectl",
+        &[
+            "get",
+            kinds,
+            "-A",
+            "-l",
+            "components.kubeflow.org/component",
+            "-o",
+            "json",
+        ],
+    ))
+    .expect("list");
     list["items"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|o| serde_json::from_value(o.clone()).ok())
+        .collect()
+}
+
+/// Every pod in `namespaces`, as the image scan reads objects: one list
+/// (this scan is polled, and listing every kind in each namespace for its
+/// pods was thousands of requests a pass).
+async fn pods_in(client: &kube::Client, namespaces: &[String]) -> Vec<DynamicObject> {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client.clone());
+    let list = pods.list(&Default::default()).await.expect("list pods");
+    list.items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|n| namespaces.contains(n))
+        })
+        .filter_map(|p| {
+            let mut v = serde_json::to_value(&p).ok()?;
+            v["apiVersion"] = json!("v1");
+            v["kind"] = json!("Pod");
+            serde_json::from_value(v).ok()
+        })
         .collect()
 }
 
@@ -39,20 +70,19 @@ fn tool_ok_or_none(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-/// The first container image of a Deployment.
-fn deployment_image(namespace: &str, name: &str) -> String {
-    tool_ok(
-        "kubectl",
-        &[
-            "-n",
-            namespace,
-            "get",
-            "deployment",
-            name,
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].image}",
-        ],
-    )
+/// The first container image of a Deployment (a client call: it is polled).
+async fn deployment_image(client: &kube::Client, namespace: &str, name: &str) -> String {
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client.clone(), namespace);
+    deployments
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("deployment {namespace}/{name}: {e}"))
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().next())
+        .and_then(|c| c.image)
+        .unwrap_or_default()
 }
 
 /// The shared install moved to the mirror: every image from it, and the
@@ -70,19 +100,16 @@ pub async fn check(client: &kube::Client) {
     let namespaces: Vec<String> = std::iter::once(ns.to_string())
         .chain(kubeflow_e2e::component::all_own_namespaces().map(String::from))
         .collect();
-    let scan = || {
-        let mut scanned = objects(&["-A", "-l", "components.kubeflow.org/component"]);
-        for namespace in namespaces.iter().map(String::as_str) {
-            scanned.extend(
-                objects(&["-n", namespace])
-                    .into_iter()
-                    .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod")),
-            );
-        }
+    let kinds = tool_ok("kubectl", &["api-resources", "--verbs=list", "-o", "name"]);
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
+    let kinds = kinds.join(",");
+    let scan = || async {
+        let mut scanned = labelled_objects(&kinds);
+        scanned.extend(pods_in(client, &namespaces).await);
         images::find(&scanned)
     };
     let found = wait_for("every image from the mirror", TIMEOUT, || async {
-        let found = scan();
+        let found = scan().await;
         found
             .iter()
             .all(|f| f.image.starts_with(MIRROR))
@@ -107,7 +134,7 @@ pub async fn check(client: &kube::Client) {
     })
     .await;
     assert!(message.contains("spec.imageRegistry"), "{message}");
-    let image = deployment_image(ns, "training-operator");
+    let image = deployment_image(client, ns, "training-operator").await;
     assert!(image.starts_with(MIRROR), "unchanged: {image}");
 
     // Digests from a map that lacks some images: refused, naming them; nothing changes.
@@ -143,12 +170,12 @@ pub async fn check(client: &kube::Client) {
     );
     // Training's one image is in the map: pinned.
     let pinned = wait_for("training's image pinned by digest", TIMEOUT, || async {
-        let image = deployment_image(ns, "training-operator");
+        let image = deployment_image(client, ns, "training-operator").await;
         image.ends_with(&digest).then_some(image)
     })
     .await;
     assert!(pinned.starts_with(MIRROR), "{pinned}");
-    let unpinned = deployment_image(ns, "kubeflow-trainer-controller-manager");
+    let unpinned = deployment_image(client, ns, "kubeflow-trainer-controller-manager").await;
     assert!(
         !unpinned.contains('@'),
         "the refused component changed: {unpinned}"
@@ -170,7 +197,8 @@ pub async fn check(client: &kube::Client) {
         "the new digest applied",
         Duration::from_secs(10),
         || async {
-            deployment_image(ns, "training-operator")
+            deployment_image(client, ns, "training-operator")
+                .await
                 .ends_with(&digest2)
                 .then_some(())
         },
@@ -193,7 +221,9 @@ pub async fn check(client: &kube::Client) {
     })
     .await;
     assert!(
-        deployment_image(ns, "training-operator").ends_with(&digest2),
+        deployment_image(client, ns, "training-operator")
+            .await
+            .ends_with(&digest2),
         "the digest last read stays"
     );
 

@@ -94,7 +94,10 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             "--wait=true",
         ],
     );
-    eprintln!("namespace deletion: checked and the profile deleted at {}", at());
+    eprintln!(
+        "namespace deletion: checked and the profile deleted at {}",
+        at()
+    );
     drop(demo);
     tool_ok(
         "helm",
@@ -129,7 +132,10 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             .map(|own| wait_gone(&namespaces, own, TIMEOUT)),
     )
     .await;
-    eprintln!("namespace deletion: the chart's namespaces gone at {}", at());
+    eprintln!(
+        "namespace deletion: the chart's namespaces gone at {}",
+        at()
+    );
     // Only CRDs remain: the project's own (Helm never deletes CRDs) and the
     // bundles' (kept by default, released from the project's labels).
     let crds = tool_ok("kubectl", &["get", "crds", "-o", "name"]);
