@@ -15,9 +15,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::wait_for;
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-cert-manager-operator";
@@ -55,11 +54,8 @@ fn container_args(d: &Deployment) -> Vec<String> {
 async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_crds() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["CertManager"], &["cert-manager"]).await;
     start_without_cert_manager(&client).await;
-    let ns = TestNamespace::new(&client, "certmanager").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let cms = component_api(&client, &ns.name, "CertManager");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.19.4}\n").await;
-    let cr = wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.19.4}\n";
+    let (ns, op, cms, cr) = install(&client, "certmanager", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v1.19.4")));
     assert_eq!(
         cr.data.pointer("/status/found"),
@@ -210,11 +206,8 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     };
     let before = untouched(&crds.get(CERTIFICATES).await.expect("crd"));
 
-    let ns = TestNamespace::new(&client, "certmanager-foreign").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let cms = component_api(&client, &ns.name, "CertManager");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.20.2}\n").await;
-    let cr = wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.20.2}\n";
+    let (ns, op, cms, cr) = install(&client, "certmanager-foreign", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(
         cr.data.pointer("/status/found"),
         Some(&json!({"version": "v1.18.2", "managedBy": "Helm"})),

@@ -25,10 +25,9 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
-    component_api, condition, install_bundle_crds, merge, wait_condition, wait_gone,
+    condition, install, install_bundle_crds, merge, wait_condition, wait_gone,
 };
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-dashboard-operator";
@@ -77,16 +76,8 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     let leftover: Api<Namespace> = Api::all(client.clone());
     let _ = leftover.delete("team-a", &DeleteParams::default()).await;
     wait_gone(&leftover, "team-a", TIMEOUT).await;
-    let ns = TestNamespace::new(&client, "dashboard").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let dashboards = component_api(&client, &ns.name, "Dashboard");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Dashboard\nmetadata: {name: kubeflow}\nspec:\n  version: v1.10.0\n  selfRegistration: true\n  profiles:\n    - {name: team-a, owner: jane@example.com, resourceQuota: {cpu: \"8\", requests.nvidia.com/gpu: \"2\"}}\n    - {name: team-b, owner: joe@example.com}\n",
-    )
-    .await;
-    let cr = wait_condition(&dashboards, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Dashboard\nmetadata: {name: kubeflow}\nspec:\n  version: v1.10.0\n  selfRegistration: true\n  profiles:\n    - {name: team-a, owner: jane@example.com, resourceQuota: {cpu: \"8\", requests.nvidia.com/gpu: \"2\"}}\n    - {name: team-b, owner: joe@example.com}\n";
+    let (ns, op, dashboards, cr) = install(&client, "dashboard", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/profileCount"), Some(&json!(2)));
 
     // The profiles as declared, the Kubeflow roles, self-registration on.

@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, TRAINING_CR, component_api, condition, merge, wait_condition,
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, install_training, merge, wait_condition,
     wait_gone,
 };
 use kubeflow_e2e::operator::OperatorProcess;
@@ -128,11 +128,7 @@ async fn a_removed_dashboard_that_notebooks_need_is_named_and_not_ready() {
 #[tokio::test]
 async fn a_managed_object_held_in_deletion_makes_its_component_not_ready_until_released() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
-    let ns = TestNamespace::new(&client, "held").await;
-    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
-    let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, TRAINING_CR).await;
-    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let (ns, _op, trainings, _) = install_training(&client, "held", TIMEOUT).await;
 
     // Someone else's finalizer on a managed Service, then a delete: the
     // Service stays, on its way out.

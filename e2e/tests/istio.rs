@@ -7,9 +7,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{install, wait_condition, wait_gone};
+use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -17,16 +16,9 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Istio"], &["istio"]).await;
-    let ns = TestNamespace::new(&client, "istio").await;
-    let _op = OperatorProcess::start("kubeflow-istio-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.26.1\"\n  istiod: {replicas: 2}\n  meshConfig: {accessLogFile: \"\"}\n",
-    )
-    .await;
-    let istios = component_api(&client, &ns.name, "Istio");
-    let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.26.1\"\n  istiod: {replicas: 2}\n  meshConfig: {accessLogFile: \"\"}\n";
+    let (ns, _op, istios, cr) =
+        install(&client, "istio", "kubeflow-istio-operator", yaml, TIMEOUT).await;
     let workloads: Vec<String> = cr
         .data
         .pointer("/status/workloads")

@@ -14,10 +14,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::{OperatorProcess, free_port};
+use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-katib-operator";
@@ -114,16 +114,8 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
-    let ns = TestNamespace::new(&client, "katib").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let katibs = component_api(&client, &ns.name, "Katib");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch, TrainJob.v1alpha1.trainer.kubeflow.org]\n",
-    )
-    .await;
-    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch, TrainJob.v1alpha1.trainer.kubeflow.org]\n";
+    let (ns, op, katibs, _) = install(&client, "katib", OPERATOR, yaml, TIMEOUT).await;
 
     // The root password: generated (24 random bytes as hex), not the demo one.
     let generated = password(&client, &ns.name).await;
@@ -333,16 +325,8 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
     let program = upstream::bin_dir().join("katib-controller");
-    let ns = TestNamespace::new(&client, "katib-ctl").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let katibs = component_api(&client, &ns.name, "Katib");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n",
-    )
-    .await;
-    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n";
+    let (ns, op, katibs, _) = install(&client, "katib-ctl", OPERATOR, yaml, TIMEOUT).await;
 
     // The installed configuration, with the controller's listeners on free
     // loopback ports instead of the pod's fixed ones.

@@ -16,10 +16,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
+use kubeflow_e2e::component::{component_api, install, wait_condition, wait_gone};
 use kubeflow_e2e::operator::{OperatorProcess, free_port};
 use kubeflow_e2e::upstream::{self, Controller};
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-knative-operator";
@@ -76,16 +76,8 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: istio-system}\n",
     )
     .await;
-    let ns = TestNamespace::new(&client, "knative").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let knatives = component_api(&client, &ns.name, "Knative");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Knative\nmetadata: {name: kubeflow}\nspec:\n  version: v1.22.0\n  eventing: true\n  domain: models.example.org\n  imageRegistry: mirror.example:5000\n  crdPolicy: Delete\n",
-    )
-    .await;
-    wait_condition(&knatives, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Knative\nmetadata: {name: kubeflow}\nspec:\n  version: v1.22.0\n  eventing: true\n  domain: models.example.org\n  imageRegistry: mirror.example:5000\n  crdPolicy: Delete\n";
+    let (ns, op, knatives, _) = install(&client, "knative", OPERATOR, yaml, TIMEOUT).await;
 
     // Where everything went: Serving and Eventing in their own namespaces,
     // the cluster-local gateway beside Istio's.

@@ -12,9 +12,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-model-registry-operator";
@@ -38,16 +37,8 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     let (client, _g) =
         kubeflow_e2e::component::prepare(&["ModelRegistry"], &["model-registry"]).await;
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
-    let ns = TestNamespace::new(&client, "model-registry").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let registries = component_api(&client, &ns.name, "ModelRegistry");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: ModelRegistry\nmetadata: {name: kubeflow}\nspec:\n  version: v0.3.7\n  upgradeStrategy: Manual\n",
-    )
-    .await;
-    wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: ModelRegistry\nmetadata: {name: kubeflow}\nspec:\n  version: v0.3.7\n  upgradeStrategy: Manual\n";
+    let (ns, op, registries, _) = install(&client, "model-registry", OPERATOR, yaml, TIMEOUT).await;
 
     // Both passwords generated (24 random bytes as hex), not the demo ones.
     let mysql = key_of(

@@ -12,9 +12,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-notebooks-operator";
@@ -50,16 +49,10 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
-    let ns = TestNamespace::new(&client, "notebooks").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let nbs = component_api(&client, &ns.name, "Notebooks");
-    apply_yaml(
-        &client,
-        &ns.name,
-        &format!("apiVersion: components.kubeflow.org/v1alpha1\nkind: Notebooks\nmetadata: {{name: kubeflow}}\nspec:\n  version: v1.10.0\n  culling: {{enabled: true, idleMinutes: 60}}\n  spawner:\n    images: [\"{LAB}\"]\n    cpu: \"1\"\n    storageClass: fast-ssd\n"),
-    )
-    .await;
-    wait_condition(&nbs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = &format!(
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Notebooks\nmetadata: {{name: kubeflow}}\nspec:\n  version: v1.10.0\n  culling: {{enabled: true, idleMinutes: 60}}\n  spawner:\n    images: [\"{LAB}\"]\n    cpu: \"1\"\n    storageClass: fast-ssd\n"
+    );
+    let (ns, op, nbs, _) = install(&client, "notebooks", OPERATOR, yaml, TIMEOUT).await;
 
     // Culling: in the controller's ConfigMap and its environment.
     let controller = Api::<Deployment>::namespaced(client.clone(), &ns.name)

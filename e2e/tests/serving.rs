@@ -6,26 +6,18 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{condition, install, wait_condition};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
+const OPERATOR: &str = "kubeflow-serving-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Serving"], &["serving"]).await;
-    let ns = TestNamespace::new(&client, "kserve").await;
-    let _op = OperatorProcess::start("kubeflow-serving-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.15.0\n  servingRuntimes: [kserve-sklearnserver, kserve-xgbserver]\n",
-    )
-    .await;
-    let api = component_api(&client, &ns.name, "Serving");
-    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.15.0\n  servingRuntimes: [kserve-sklearnserver, kserve-xgbserver]\n";
+    let (ns, _op, api, _) = install(&client, "kserve", OPERATOR, yaml, TIMEOUT).await;
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
     let cert = secrets

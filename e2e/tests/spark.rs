@@ -14,9 +14,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-spark-operator";
@@ -37,16 +36,8 @@ async fn args(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
 #[tokio::test]
 async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_own() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Spark"], &["spark"]).await;
-    let ns = TestNamespace::new(&client, "spark").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let sparks = component_api(&client, &ns.name, "Spark");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Spark\nmetadata: {name: kubeflow}\nspec:\n  version: \"2.5.0\"\n  jobNamespaces: [team-a, team-b]\n  batchScheduler: YuniKorn\n",
-    )
-    .await;
-    wait_condition(&sparks, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Spark\nmetadata: {name: kubeflow}\nspec:\n  version: \"2.5.0\"\n  jobNamespaces: [team-a, team-b]\n  batchScheduler: YuniKorn\n";
+    let (ns, op, sparks, _) = install(&client, "spark", OPERATOR, yaml, TIMEOUT).await;
 
     let controller = args(&client, &ns.name, "spark-operator-controller").await;
     let webhook = args(&client, &ns.name, "spark-operator-webhook").await;

@@ -1,0 +1,90 @@
+//! Waits and reads on the plain Kubernetes objects a component makes
+//! (Deployments, ConfigMaps, Secrets), which many tests repeat: one place
+//! for each, so every test's wait fails with the same kind of message,
+//! naming the kind and the object it waited for.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Resource;
+use kube::api::{Api, ListParams};
+use serde::de::DeserializeOwned;
+
+use crate::wait_for;
+
+/// Waits until the object `name` exists and returns it: for what an
+/// operator or its controllers make some time after the resource is Ready.
+pub async fn wait_exists<K>(api: &Api<K>, name: &str, timeout: Duration) -> K
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let what = format!("{} {name} to exist", K::kind(&()));
+    wait_for(&what, timeout, || async {
+        api.get_opt(name).await.ok().flatten()
+    })
+    .await
+}
+
+/// Waits until every object of the kind labelled as the component's
+/// (`components.kubeflow.org/component=<component>`) is being deleted: a
+/// removal has let go of them all, whatever the garbage collector's pace.
+pub async fn wait_all_deleting<K>(api: &Api<K>, component: &str, timeout: Duration)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let labels = format!("components.kubeflow.org/component={component}");
+    wait_all_deleting_of(api, &ListParams::default().labels(&labels), timeout).await;
+}
+
+/// Waits until every object `lp` lists is being deleted.
+pub async fn wait_all_deleting_of<K>(api: &Api<K>, lp: &ListParams, timeout: Duration)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let selector = lp.label_selector.as_deref().unwrap_or("any label");
+    let what = format!("every {} ({selector}) to be deleting", K::kind(&()));
+    wait_for(&what, timeout, || async {
+        let list = api.list(lp).await.ok()?;
+        list.items
+            .iter()
+            .all(|o| o.meta().deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+}
+
+/// Waits until the API lists no object of the kind at all (in its
+/// namespace): the removal took every one, not only began to.
+pub async fn wait_none_left<K>(api: &Api<K>, timeout: Duration)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let what = format!("every {} to go", K::kind(&()));
+    wait_for(&what, timeout, || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
+
+/// The image of a Deployment's first container ("" where it has no pod
+/// template; a template without containers panics, as indexing does).
+pub fn first_image(d: Deployment) -> String {
+    d.spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers[0].image.clone())
+        .unwrap_or_default()
+}
+
+/// The arguments of a Deployment's first container, as [`first_image`].
+pub fn first_args(d: Deployment) -> Vec<String> {
+    d.spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers[0].args.clone())
+        .unwrap_or_default()
+}
