@@ -51,6 +51,16 @@ pub async fn start_ready(
     (op, api, ready)
 }
 
+/// What [`install`] gives a test: its namespace, the operator (stopped when
+/// dropped, so keep it bound), the API of the resource's kind, and the
+/// resource as it was when Ready.
+pub type Installed = (
+    TestNamespace,
+    OperatorProcess,
+    Api<DynamicObject>,
+    DynamicObject,
+);
+
 /// [`start_ready`] in a new namespace `<prefix>-...`, for a test that needs
 /// nothing in it first. Returns the namespace too.
 pub async fn install(
@@ -59,12 +69,7 @@ pub async fn install(
     operator: &str,
     cr: &str,
     timeout: Duration,
-) -> (
-    TestNamespace,
-    OperatorProcess,
-    Api<DynamicObject>,
-    DynamicObject,
-) {
+) -> Installed {
     let ns = TestNamespace::new(client, prefix).await;
     let (op, api, ready) = start_ready(client, &ns.name, operator, cr, timeout).await;
     (ns, op, api, ready)
@@ -72,16 +77,7 @@ pub async fn install(
 
 /// [`install`] of [`TRAINING_CR`] with its operator: the component most
 /// tests of the operators' shared behaviour use.
-pub async fn install_training(
-    client: &Client,
-    prefix: &str,
-    timeout: Duration,
-) -> (
-    TestNamespace,
-    OperatorProcess,
-    Api<DynamicObject>,
-    DynamicObject,
-) {
+pub async fn install_training(client: &Client, prefix: &str, timeout: Duration) -> Installed {
     install(
         client,
         prefix,

@@ -54,20 +54,16 @@ where
     .await;
 }
 
-/// Waits until the API lists no object of the kind at all (in its
-/// namespace): the removal took every one, not only began to.
-pub async fn wait_none_left<K>(api: &Api<K>, timeout: Duration)
+/// Waits until `lp` lists no object of the kind at all: the removal took
+/// every one, not only began to.
+pub async fn wait_none_left<K>(api: &Api<K>, lp: &ListParams, timeout: Duration)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    let what = format!("every {} to go", K::kind(&()));
+    let selector = lp.label_selector.as_deref().unwrap_or("any label");
+    let what = format!("every {} ({selector}) to go", K::kind(&()));
     wait_for(&what, timeout, || async {
-        api.list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
+        api.list(lp).await.ok()?.items.is_empty().then_some(())
     })
     .await;
 }

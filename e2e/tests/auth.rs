@@ -14,7 +14,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
+use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
 use kubeflow_e2e::login::{TestUser, USERS_SECRET, create_users_secret};
 use kubeflow_e2e::operator::OperatorProcess;
@@ -313,11 +314,7 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
     );
 
     // Removal: the workloads go; dex's CRD and both namespaces stay.
-    auths
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&auths, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&auths, "kubeflow", TIMEOUT).await;
     wait_gone(
         &Api::<Deployment>::namespaced(client.clone(), "oauth2-proxy"),
         "oauth2-proxy",

@@ -15,7 +15,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::objects::wait_all_deleting_of;
 use kubeflow_e2e::wait_for;
 use serde_json::json;
 
@@ -135,21 +137,8 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
 
     // Removal: cert-manager and the issuer go; the CRDs (users'
     // Certificates) and the namespace stay, released.
-    cms.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&cms, "kubeflow", TIMEOUT).await;
-    wait_for("cert-manager's Deployments to go", TIMEOUT, || async {
-        deployments
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    delete_and_wait(&cms, "kubeflow", TIMEOUT).await;
+    wait_all_deleting_of(&deployments, &ListParams::default(), TIMEOUT).await;
     assert!(issuers.get_opt(ISSUER).await.expect("get").is_none());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let kept = crds.get(CERTIFICATES).await.expect("the CRD is kept");
@@ -261,10 +250,7 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     // Back to Auto, then removed: the issuer goes, the other cert-manager stays.
     merge(&cms, "kubeflow", json!({"spec": {"mode": null}})).await;
     wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
-    cms.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&cms, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&cms, "kubeflow", TIMEOUT).await;
     assert!(issuers.get_opt(ISSUER).await.expect("get").is_none());
     assert_eq!(
         untouched(&crds.get(CERTIFICATES).await.expect("crd")),

@@ -22,11 +22,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{
     condition, install, install_bundle_crds, merge, wait_condition, wait_gone,
 };
+use kubeflow_e2e::objects::wait_all_deleting;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -304,22 +306,8 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     .await;
 
     // Removal: the workloads go; the CRDs and the declared profile stay.
-    dashboards
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&dashboards, "kubeflow", TIMEOUT).await;
-    wait_for("the dashboard's workloads to go", TIMEOUT, || async {
-        deployments
-            .list(&ListParams::default().labels("components.kubeflow.org/component=dashboard"))
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    delete_and_wait(&dashboards, "kubeflow", TIMEOUT).await;
+    wait_all_deleting(&deployments, "dashboard", TIMEOUT).await;
     assert!(
         crds.get_opt("profiles.kubeflow.org")
             .await

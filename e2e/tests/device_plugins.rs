@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
+use kubeflow_e2e::objects::wait_none_left;
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -166,15 +167,6 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
 
     // Deletion removes the DaemonSets.
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
-    wait_for("the DaemonSets to go", TIMEOUT, || async {
-        daemonsets
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    wait_none_left(&daemonsets, &ListParams::default(), TIMEOUT).await;
     ns.delete().await;
 }

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{
     ALL_COMPONENTS, ALL_KINDS, component_api, condition, install_training, merge, wait_condition,
     wait_gone,
@@ -118,10 +119,7 @@ async fn a_removed_dashboard_that_notebooks_need_is_named_and_not_ready() {
         (reason != "RemovedComponentNeeded" && g == kf.metadata.generation).then_some(())
     })
     .await;
-    kfs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&kfs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     ns.delete().await;
 }
 

@@ -7,7 +7,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{install, wait_condition, wait_gone};
+use kubeflow_e2e::component::delete_and_wait;
+use kubeflow_e2e::component::{install, wait_condition};
 use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
@@ -96,11 +97,7 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
 
     // Deletion removes everything it made from istio-system; the namespace
     // it created is released, not deleted (whatever else lives there stays).
-    istios
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&istios, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&istios, "kubeflow", TIMEOUT).await;
     wait_for("istiod to go", TIMEOUT, || async {
         deployments
             .get_opt("istiod")

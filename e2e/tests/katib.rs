@@ -12,9 +12,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::objects::wait_all_deleting;
 use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{apply_yaml, wait_for};
@@ -262,22 +264,8 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
 
     // Removal: the workloads go; the CRDs, the volume, its password and
     // the user's Experiment stay.
-    katibs
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&katibs, "kubeflow", TIMEOUT).await;
-    wait_for("the workloads to go", TIMEOUT, || async {
-        bundled
-            .list(&ListParams::default().labels("components.kubeflow.org/component=katib"))
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    delete_and_wait(&katibs, "kubeflow", TIMEOUT).await;
+    wait_all_deleting(&bundled, "katib", TIMEOUT).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in [
         "experiments.kubeflow.org",

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{component_api, install, wait_condition, wait_gone};
 use kubeflow_e2e::operator::{OperatorProcess, free_port};
 use kubeflow_e2e::upstream::{self, Controller};
@@ -228,11 +229,7 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
 
     // Removal with crdPolicy: Delete takes Knative's CRDs once none of
     // their objects is left; the namespaces stay.
-    knatives
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&knatives, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&knatives, "kubeflow", TIMEOUT).await;
     assert!(!exists(&client, SERVING, "controller").await);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait_for("Knative's CRDs to go", TIMEOUT, || async {

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kube::api::Api;
+use kubeflow_e2e::component::delete_and_wait;
+use kubeflow_e2e::component::{condition, install, merge, wait_condition};
 use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
@@ -288,11 +289,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     assert!(released.contains(&"metadata-mysql"), "{released:?}");
 
     // Removal: the volumes and the passwords that open them stay.
-    registries
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&registries, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&registries, "kubeflow", TIMEOUT).await;
     for claim in [
         "metadata-mysql",
         "metadata-postgres",

@@ -10,10 +10,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
-use kubeflow_e2e::{apply_yaml, wait_for};
+use kubeflow_e2e::apply_yaml;
+use kubeflow_e2e::component::delete_and_wait;
+use kubeflow_e2e::component::{condition, install, merge, wait_condition};
+use kubeflow_e2e::objects::wait_all_deleting;
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-notebooks-operator";
@@ -159,22 +161,9 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     );
 
     // Removal: the controllers go; the CRDs and the user's Notebook stay.
-    nbs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&nbs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&nbs, "kubeflow", TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    wait_for("the controllers to go", TIMEOUT, || async {
-        deployments
-            .list(&ListParams::default().labels("components.kubeflow.org/component=notebooks"))
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    wait_all_deleting(&deployments, "notebooks", TIMEOUT).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let kept = crds.get("notebooks.kubeflow.org").await.expect("kept");
     assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));

@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{condition, install, wait_condition, wait_gone};
+use kubeflow_e2e::objects::wait_none_left;
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
@@ -180,16 +181,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
 
     // Deletion leaves the volumes and nothing else of the component.
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
-    wait_for("the Deployments to go", TIMEOUT, || async {
-        deployments
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    wait_none_left(&deployments, &ListParams::default(), TIMEOUT).await;
     let mut kept: Vec<String> = pvcs
         .list(&Default::default())
         .await

@@ -12,9 +12,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::component::delete_and_wait;
+use kubeflow_e2e::component::{condition, install, merge, wait_condition};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -140,11 +141,7 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
     apply_yaml(&client, &ns.name, USER_APP).await;
     let user_uid = apps.get("user-spark").await.expect("app").uid();
 
-    sparks
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&sparks, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&sparks, "kubeflow", TIMEOUT).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
     assert!(
         secrets
