@@ -15,8 +15,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
+use kubeflow_e2e::component::{
+    component_api, condition, degraded, delete_and_wait, merge, wait_condition, wait_gone,
+};
 use kubeflow_e2e::login::{TestUser, USERS_SECRET, create_users_secret};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -204,8 +205,7 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
         )
         .await
         .expect("edit the users Secret");
-    let refused = wait_condition(&auths, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&auths, TIMEOUT).await;
     assert_eq!(reason, "InvalidSpec", "{message}");
     assert!(
         message.contains(&format!("Secret {}/{USERS_SECRET}", ns.name)),

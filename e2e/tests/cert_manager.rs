@@ -15,8 +15,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::component::{
+    condition, delete_and_wait, install, merge, wait_condition, wait_gone,
+};
 use kubeflow_e2e::objects::wait_all_deleting_of;
 use kubeflow_e2e::wait_for;
 use serde_json::json;

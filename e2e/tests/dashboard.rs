@@ -24,9 +24,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{
-    condition, install, install_bundle_crds, merge, wait_condition, wait_gone,
+    condition, delete_and_wait, install, install_bundle_crds, merge, wait_condition, wait_gone,
 };
 use kubeflow_e2e::objects::wait_all_deleting;
 use kubeflow_e2e::{apply_yaml, wait_for};

@@ -12,10 +12,9 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kubeflow_e2e::component::delete_and_wait;
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, install_training, merge, wait_condition,
-    wait_gone,
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, install_training, merge,
+    wait_condition, wait_gone, wait_not_ready,
 };
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -145,16 +144,7 @@ async fn a_managed_object_held_in_deletion_makes_its_component_not_ready_until_r
         .delete(name, &DeleteParams::default())
         .await
         .expect("delete");
-    let message = wait_for(
-        "the component to say the Service is held",
-        TIMEOUT,
-        || async {
-            let cr = trainings.get("kubeflow").await.ok()?;
-            let (status, reason, message, _) = condition(&cr, "Ready")?;
-            (status == "False" && reason == "DeletionHeld").then_some(message)
-        },
-    )
-    .await;
+    let message = wait_not_ready(&trainings, "DeletionHeld", TIMEOUT).await;
     assert!(
         message.contains(&format!("Service {}/{name}", ns.name)) && message.contains(HOLD),
         "{message}"

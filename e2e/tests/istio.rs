@@ -7,8 +7,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{install, wait_condition};
+use kubeflow_e2e::component::{delete_and_wait, install, wait_condition};
 use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 

@@ -14,8 +14,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition, wait_gone};
+use kubeflow_e2e::component::{
+    condition, delete_and_wait, install, merge, wait_condition, wait_degraded, wait_gone,
+};
 use kubeflow_e2e::objects::wait_all_deleting;
 use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
@@ -202,13 +203,7 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
             "engine": "PostgreSQL", "host": "pg.example.internal", "credentialsSecret": "katib-db"}}}}),
     )
     .await;
-    wait_for("the missing Secret refused", TIMEOUT, || async {
-        let cr = katibs.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "SecretMissing" && message.contains("katib-db"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&katibs, "SecretMissing", "katib-db", TIMEOUT).await;
     assert_eq!(op.writes().await, before, "nothing written");
     // With the Secret: the manager points at it; the bundled database goes,
     // its volume and password stay.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, wait_condition, wait_gone,
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, degraded, wait_condition, wait_gone,
 };
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -404,8 +404,7 @@ async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster
     apply_yaml(&client, &b.name, &kubeflow("1.11.0", comps)).await;
     let kfs_b = component_api(&client, &b.name, "Kubeflow");
     let training_b = component_api(&client, &b.name, "Training");
-    let t = wait_condition(&training_b, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&t, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&training_b, TIMEOUT).await;
     assert_eq!(reason, "OwnershipConflict");
     assert!(
         message.contains(&format!("{}/kubeflow", a.name)),

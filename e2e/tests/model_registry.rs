@@ -12,8 +12,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition};
+use kubeflow_e2e::component::{
+    condition, delete_and_wait, install, merge, wait_condition, wait_degraded,
+};
 use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
@@ -112,13 +113,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
             "engine": "PostgreSQL", "host": "pg.example.internal", "credentialsSecret": "registry-db"}}}}),
     )
     .await;
-    wait_for("the missing Secret refused", TIMEOUT, || async {
-        let cr = registries.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "SecretMissing" && message.contains("registry-db"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&registries, "SecretMissing", "registry-db", TIMEOUT).await;
     assert_eq!(op.writes().await, before, "nothing written");
     merge(&registries, "kubeflow", json!({"spec": {"database": null}})).await;
     wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;

@@ -13,8 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::apply_yaml;
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition};
+use kubeflow_e2e::component::{degraded, delete_and_wait, install, merge, wait_condition};
 use kubeflow_e2e::objects::wait_all_deleting;
 use serde_json::{Value, json};
 
@@ -106,8 +105,7 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
         json!({"spec": {"spawner": {"defaultImage": "elsewhere.example/lab:9"}}}),
     )
     .await;
-    let refused = wait_condition(&nbs, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&nbs, TIMEOUT).await;
     assert_eq!(reason, "InvalidSpec", "{message}");
     assert!(message.contains("spec.spawner.defaultImage"), "{message}");
     assert_eq!(op.writes().await, before, "nothing written");

@@ -9,7 +9,7 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
-use kubeflow_e2e::component::{condition, install, wait_condition, wait_gone};
+use kubeflow_e2e::component::{degraded, install, wait_condition, wait_gone};
 use kubeflow_e2e::objects::wait_none_left;
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{apply_yaml, wait_for};
@@ -138,8 +138,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
         .resource_version();
     let external = json!({"spec": {"database": {"external": {"host": "db.example.internal", "port": 3307, "credentialsSecret": "kfp-db"}}}});
     kubeflow_e2e::component::merge(&api, "kubeflow", external).await;
-    let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&api, TIMEOUT).await;
     assert_eq!(reason, "SecretMissing");
     assert!(
         message.contains(&format!("{}/kfp-db", ns.name)),

@@ -14,8 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::delete_and_wait;
-use kubeflow_e2e::component::{condition, install, merge, wait_condition};
+use kubeflow_e2e::component::{delete_and_wait, install, merge, wait_condition, wait_degraded};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -68,26 +67,14 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
         json!({"spec": {"batchScheduler": "Volcano"}}),
     )
     .await;
-    wait_for("Volcano refused", TIMEOUT, || async {
-        let cr = sparks.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "PrerequisiteMissing" && message.contains("Volcano"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&sparks, "PrerequisiteMissing", "Volcano", TIMEOUT).await;
     merge(
         &sparks,
         "kubeflow",
         json!({"spec": {"batchScheduler": null, "jobNamespaces": ["team-a", "team-a"]}}),
     )
     .await;
-    wait_for("the repeated namespace refused", TIMEOUT, || async {
-        let cr = sparks.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "InvalidSpec" && message.contains("spec.jobNamespaces[1]"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&sparks, "InvalidSpec", "spec.jobNamespaces[1]", TIMEOUT).await;
     assert_eq!(op.writes().await, before, "nothing written");
     assert_eq!(
         args(&client, &ns.name, "spark-operator-controller").await,

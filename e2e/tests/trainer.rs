@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{condition, install, wait_condition, wait_gone};
+use kubeflow_e2e::component::{degraded, install, wait_condition, wait_gone};
 use kubeflow_e2e::rotator;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -181,8 +181,7 @@ async fn trainer_installs_with_jobset_leaves_certificates_to_its_controllers_and
         json!({"spec": {"runtimes": ["torch-distributed", "no-such-runtime"], "replicas": 3}}),
     )
     .await;
-    let cr = wait_condition(&trainers, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&trainers, READY_TIMEOUT).await;
     assert_eq!(reason, "InvalidSpec");
     assert!(
         message.contains("no-such-runtime") && message.contains("mlx-distributed"),

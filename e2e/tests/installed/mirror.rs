@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use kube::api::DynamicObject;
-use kubeflow_e2e::component::{component_api, condition, merge, ready_at};
+use kubeflow_e2e::component::{component_api, condition, merge, ready_at, wait_not_ready};
 use kubeflow_e2e::demo::{KUBEFLOW_NAMESPACE, tool_ok};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use kubeflow_operator::images;
@@ -127,16 +127,7 @@ pub async fn check(client: &kube::Client) {
     )
     .await;
     let trainers = component_api(client, ns, "Trainer");
-    let message = wait_for(
-        "the refusal of images without a digest",
-        TIMEOUT,
-        || async {
-            let cr = trainers.get("kubeflow").await.ok()?;
-            let (status, reason, message, _) = condition(&cr, "Ready")?;
-            (status == "False" && reason == "ImageDigestMissing").then_some(message)
-        },
-    )
-    .await;
+    let message = wait_not_ready(&trainers, "ImageDigestMissing", TIMEOUT).await;
     assert!(
         message.contains("spec.imageDigests") && message.contains(MIRROR),
         "{message}"
