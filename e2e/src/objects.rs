@@ -1,7 +1,8 @@
 //! Waits and reads on the plain Kubernetes objects a component makes
 //! (Deployments, ConfigMaps, Secrets), which many tests repeat: one place
 //! for each, so every test's wait fails with the same kind of message,
-//! naming the kind and the object it waited for.
+//! naming the object and where it looked (the API's resource path, which
+//! names the kind and namespace).
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -17,9 +18,9 @@ use crate::wait_for;
 /// operator or its controllers make some time after the resource is Ready.
 pub async fn wait_exists<K>(api: &Api<K>, name: &str, timeout: Duration) -> K
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let what = format!("{} {name} to exist", K::kind(&()));
+    let what = format!("{name} in {} to exist", api.resource_url());
     wait_for(&what, timeout, || async {
         api.get_opt(name).await.ok().flatten()
     })
@@ -31,7 +32,7 @@ where
 /// removal has let go of them all, whatever the garbage collector's pace.
 pub async fn wait_all_deleting<K>(api: &Api<K>, component: &str, timeout: Duration)
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource + Clone + DeserializeOwned + Debug,
 {
     let labels = format!("components.kubeflow.org/component={component}");
     wait_all_deleting_of(api, &ListParams::default().labels(&labels), timeout).await;
@@ -40,10 +41,9 @@ where
 /// Waits until every object `lp` lists is being deleted.
 pub async fn wait_all_deleting_of<K>(api: &Api<K>, lp: &ListParams, timeout: Duration)
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let selector = lp.label_selector.as_deref().unwrap_or("any label");
-    let what = format!("every {} ({selector}) to be deleting", K::kind(&()));
+    let what = listed(api, lp, "to be deleting");
     wait_for(&what, timeout, || async {
         let list = api.list(lp).await.ok()?;
         list.items
@@ -58,14 +58,20 @@ where
 /// every one, not only began to.
 pub async fn wait_none_left<K>(api: &Api<K>, lp: &ListParams, timeout: Duration)
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let selector = lp.label_selector.as_deref().unwrap_or("any label");
-    let what = format!("every {} ({selector}) to go", K::kind(&()));
+    let what = listed(api, lp, "to go");
     wait_for(&what, timeout, || async {
         api.list(lp).await.ok()?.items.is_empty().then_some(())
     })
     .await;
+}
+
+/// Names what a wait on a list waits for: the objects (the resource path
+/// and label selector) and what should become of them.
+fn listed<K: Resource>(api: &Api<K>, lp: &ListParams, goal: &str) -> String {
+    let selector = lp.label_selector.as_deref().unwrap_or("any label");
+    format!("every object of {} ({selector}) {goal}", api.resource_url())
 }
 
 /// The image of a Deployment's first container ("" where it has no pod

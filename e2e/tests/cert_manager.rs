@@ -18,7 +18,7 @@ use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, merge, wait_condition, wait_gone,
 };
-use kubeflow_e2e::objects::wait_all_deleting_of;
+use kubeflow_e2e::objects::{first_image, wait_all_deleting_of};
 use kubeflow_e2e::wait_for;
 use serde_json::json;
 
@@ -120,14 +120,7 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
     // Upgrade: v1.20.2's images, the issuer kept (same object).
     merge(&cms, "kubeflow", json!({"spec": {"version": "v1.20.2"}})).await;
     kubeflow_e2e::component::wait_version_ready(&cms, "kubeflow", "v1.20.2", TIMEOUT).await;
-    let image = deployments
-        .get("cert-manager")
-        .await
-        .expect("controller")
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers[0].image.clone())
-        .unwrap_or_default();
+    let image = first_image(deployments.get("cert-manager").await.expect("controller"));
     assert!(image.ends_with(":v1.20.2"), "{image}");
     let issuer = issuers.get(ISSUER).await.expect("the issuer");
     assert_eq!(

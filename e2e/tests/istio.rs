@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubeflow_e2e::component::{delete_and_wait, install, wait_condition};
+use kubeflow_e2e::objects::first_image;
 use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
@@ -84,14 +85,7 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
         .await;
     let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("1.28.0")));
-    let image = deployments
-        .get("istiod")
-        .await
-        .expect("istiod")
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers[0].image.clone())
-        .unwrap_or_default();
+    let image = first_image(deployments.get("istiod").await.expect("istiod"));
     assert!(image.ends_with("1.28.0"), "{image}");
 
     // Deletion removes everything it made from istio-system; the namespace

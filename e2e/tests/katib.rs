@@ -17,7 +17,7 @@ use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, merge, wait_condition, wait_degraded, wait_gone,
 };
-use kubeflow_e2e::objects::wait_all_deleting;
+use kubeflow_e2e::objects::{wait_all_deleting, wait_exists};
 use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{apply_yaml, wait_for};
@@ -352,23 +352,13 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         );
         Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &ar)
     };
-    let suggestion = wait_for("the Experiment's Suggestion", TIMEOUT, || async {
-        suggestions.get_opt("user-tuning").await.ok().flatten()
-    })
-    .await;
+    let suggestion = wait_exists(&suggestions, "user-tuning", TIMEOUT).await;
     assert_eq!(
         suggestion.data.pointer("/spec/algorithm/algorithmName"),
         Some(&json!("random"))
     );
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    let service = wait_for("the suggestion service's Deployment", TIMEOUT, || async {
-        deployments
-            .get_opt("user-tuning-random")
-            .await
-            .ok()
-            .flatten()
-    })
-    .await;
+    let service = wait_exists(&deployments, "user-tuning-random", TIMEOUT).await;
     let image = service
         .spec
         .and_then(|s| s.template.spec)

@@ -17,6 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, delete_and_wait, install, wait_condition, wait_gone};
+use kubeflow_e2e::objects::wait_exists;
 use kubeflow_e2e::operator::{OperatorProcess, free_port};
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{apply_yaml, wait_for};
@@ -162,19 +163,9 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
             "revisions",
         ),
     );
-    wait_for("the Service's Revision", TIMEOUT, || async {
-        revisions.get_opt("hello-00001").await.ok().flatten()
-    })
-    .await;
+    wait_exists(&revisions, "hello-00001", TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    let revision = wait_for("the Revision's Deployment", TIMEOUT, || async {
-        deployments
-            .get_opt("hello-00001-deployment")
-            .await
-            .ok()
-            .flatten()
-    })
-    .await;
+    let revision = wait_exists(&deployments, "hello-00001-deployment", TIMEOUT).await;
     let containers = revision
         .spec
         .and_then(|s| s.template.spec)

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::Api;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition};
+use kubeflow_e2e::component::{component_api, condition, merge, ready_at, wait_condition};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -223,15 +223,7 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
     // Without it, the upgrade goes through and keeps the other two.
     let kept: Vec<Value> = overrides.as_array().cloned().unwrap_or_default()[..2].to_vec();
     merge(&api, "kubeflow", json!({"spec": {"overrides": kept}})).await;
-    wait_for("Ready at v0.18.0", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v0.18.0")))
-        .then_some(())
-    })
-    .await;
+    ready_at(&api, "kubeflow", "v0.18.0", TIMEOUT).await;
     let (env, security, _) = overridden(&deployments, &cms)
         .await
         .expect("the overrides after the upgrade");

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kubeflow_e2e::component::{condition, install, wait_condition};
+use kubeflow_e2e::component::{condition, install, ready_at, wait_condition};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -123,15 +123,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     // and both llmisvc CRDs' conversion webhooks carry that Secret's CA, not
     // an empty caBundle.
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.16.0"}})).await;
-    let cr = wait_for("Ready at v0.16.0", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v0.16.0")))
-        .then_some(cr)
-    })
-    .await;
+    let cr = ready_at(&api, "kubeflow", "v0.16.0", TIMEOUT).await;
     assert!(cr.data.pointer("/status/version").is_some());
     let llmisvc = secrets
         .get("llmisvc-webhook-server-cert")
@@ -154,15 +146,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     // v0.18.0 adds the local-model controller's webhook server, and
     // conversion webhooks on both llmisvc CRDs (v1alpha1 and v1alpha2).
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.18.0"}})).await;
-    wait_for("Ready at v0.18.0", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v0.18.0")))
-        .then_some(())
-    })
-    .await;
+    ready_at(&api, "kubeflow", "v0.18.0", TIMEOUT).await;
     let localmodel = secrets
         .get("localmodel-webhook-server-cert")
         .await
