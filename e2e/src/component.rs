@@ -33,10 +33,19 @@ pub async fn start_ready(
     timeout: Duration,
 ) -> (OperatorProcess, Api<DynamicObject>, DynamicObject) {
     let op = OperatorProcess::start(operator, &[]);
+    let (api, name) = apply_resource(client, ns, cr).await;
+    let ready = wait_condition(&api, &name, "Ready", "True", timeout).await;
+    (op, api, ready)
+}
+
+/// Applies one component resource (`Kubeflow` or a component's, one YAML
+/// document) into `ns`; returns the API of its kind and its name, which
+/// the test then waits on as it needs.
+pub async fn apply_resource(client: &Client, ns: &str, cr: &str) -> (Api<DynamicObject>, String) {
     let applied = crate::apply_yaml(client, ns, cr).await;
     let [resource] = applied.as_slice() else {
         panic!(
-            "the component resource is one document, not {}",
+            "a component resource is one document, not {}",
             applied.len()
         )
     };
@@ -46,9 +55,7 @@ pub async fn start_ready(
         .map(|t| t.kind.as_str())
         .unwrap_or_default();
     let name = resource.metadata.name.clone().unwrap_or_default();
-    let api = component_api(client, ns, kind);
-    let ready = wait_condition(&api, &name, "Ready", "True", timeout).await;
-    (op, api, ready)
+    (component_api(client, ns, kind), name)
 }
 
 /// What [`install`] gives a test: its namespace, the operator (stopped when

@@ -13,8 +13,8 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, delete_and_wait, install_training, merge,
-    wait_condition, wait_gone, wait_not_ready,
+    ALL_COMPONENTS, ALL_KINDS, apply_resource, component_api, condition, delete_and_wait,
+    install_training, merge, wait_condition, wait_gone, wait_not_ready,
 };
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -31,13 +31,8 @@ async fn a_removed_dashboard_that_notebooks_need_is_named_and_not_ready() {
     // The meta-operator alone: the children's own readiness does not
     // matter, only what the Kubeflow resource says of the removal.
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  components:\n    dashboard: {managementState: Managed}\n    notebooks: {managementState: Managed}\n",
-    )
-    .await;
-    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let yaml = "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  components:\n    dashboard: {managementState: Managed}\n    notebooks: {managementState: Managed}\n";
+    let (kfs, _) = apply_resource(&client, &ns.name, yaml).await;
     let dashboards = component_api(&client, &ns.name, "Dashboard");
     let notebooks = component_api(&client, &ns.name, "Notebooks");
     // Notebooks waits for the Dashboard to be Ready: the test reports it
