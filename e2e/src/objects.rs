@@ -4,12 +4,14 @@
 //! naming the object and where it looked (the API's resource path, which
 //! names the kind and namespace).
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Resource;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
+use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::wait_for;
@@ -88,5 +90,24 @@ pub fn first_args(d: Deployment) -> Vec<String> {
     d.spec
         .and_then(|s| s.template.spec)
         .and_then(|p| p.containers[0].args.clone())
+        .unwrap_or_default()
+}
+
+/// The data of the ConfigMap `name` in `ns`, which must exist (empty where
+/// it has none): what a component's bundle configures its workloads with.
+pub async fn config_data(client: &Client, ns: &str, name: &str) -> BTreeMap<String, String> {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("ConfigMap {ns}/{name}: {e}"))
+        .data
+        .unwrap_or_default()
+}
+
+/// One key of [`config_data`] ("" where it is not set).
+pub async fn config_value(client: &Client, ns: &str, name: &str, key: &str) -> String {
+    config_data(client, ns, name)
+        .await
+        .remove(key)
         .unwrap_or_default()
 }

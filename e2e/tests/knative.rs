@@ -16,9 +16,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, delete_and_wait, install, wait_condition, wait_gone};
+use kubeflow_e2e::component::{delete_and_wait, install, start_ready, wait_condition, wait_gone};
 use kubeflow_e2e::objects::wait_exists;
-use kubeflow_e2e::operator::{OperatorProcess, free_port};
+use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
@@ -205,15 +205,9 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
     drop(ctl);
 
     // KServe's Serverless mode is accepted now that Knative is there.
-    let serving = OperatorProcess::start("kubeflow-serving-operator", &[]);
-    let servings = component_api(&client, &ns.name, "Serving");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.18.0\n  deploymentMode: Serverless\n",
-    )
-    .await;
-    wait_condition(&servings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.18.0\n  deploymentMode: Serverless\n";
+    let serving_op = "kubeflow-serving-operator";
+    let (serving, servings, _) = start_ready(&client, &ns.name, serving_op, yaml, TIMEOUT).await;
     kubeflow_e2e::component::delete_and_wait(&servings, "kubeflow", TIMEOUT).await;
     drop(serving);
 

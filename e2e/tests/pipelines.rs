@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{degraded, install, wait_condition, wait_gone};
-use kubeflow_e2e::objects::wait_none_left;
+use kubeflow_e2e::objects::{config_data, wait_none_left};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
@@ -34,12 +34,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     let (ns, _op, api, _) = install(&client, "kfp", OPERATOR, yaml, TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let argo = cms
-        .get("workflow-controller-configmap")
-        .await
-        .expect("argo config")
-        .data
-        .unwrap_or_default();
+    let argo = config_data(&client, &ns.name, "workflow-controller-configmap").await;
     let repo = argo.get("artifactRepository").cloned().unwrap_or_default();
     assert!(
         repo.contains(&format!("minio-service.{}:9000", ns.name)),
@@ -288,13 +283,7 @@ async fn pipelines_installs_with_generated_credentials_every_consumer_reads() {
             );
         }
     }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let argo = cms
-        .get("workflow-controller-configmap")
-        .await
-        .expect("argo config")
-        .data
-        .unwrap_or_default();
+    let argo = config_data(&client, &ns.name, "workflow-controller-configmap").await;
     let repo = argo.get("artifactRepository").cloned().unwrap_or_default();
     assert_eq!(
         repo.matches("mlpipeline-minio-artifact").count(),
@@ -365,13 +354,7 @@ async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
             d.name_any()
         );
     }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let argo = cms
-        .get("workflow-controller-configmap")
-        .await
-        .expect("argo config")
-        .data
-        .unwrap_or_default();
+    let argo = config_data(&client, &ns.name, "workflow-controller-configmap").await;
     assert_eq!(
         argo.get("containerRuntimeExecutor").map(String::as_str),
         Some("emissary")

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use kubeflow_e2e::component::{condition, install, ready_at, wait_condition};
+use kubeflow_e2e::component::{condition, degraded, install, ready_at, wait_condition};
+use kubeflow_e2e::objects::config_value;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -40,15 +41,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     for h in vwc.webhooks.unwrap_or_default() {
         assert_eq!(h.client_config.ca_bundle.as_ref(), cert.get("ca.crt"));
     }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let deploy = cms
-        .get("inferenceservice-config")
-        .await
-        .expect("config")
-        .data
-        .unwrap_or_default()
-        .remove("deploy")
-        .unwrap_or_default();
+    let deploy = config_value(&client, &ns.name, "inferenceservice-config", "deploy").await;
     assert!(deploy.contains("\"RawDeployment\""), "{deploy}");
     let runtimes =
         kubeflow_e2e::run_tool("kubectl", &["get", "clusterservingruntimes", "-o", "name"]);
@@ -74,8 +67,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
         json!({"spec": {"certificates": "cert-manager"}}),
     )
     .await;
-    let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&api, TIMEOUT).await;
     assert_eq!(reason, "PrerequisiteMissing");
     assert!(message.contains("cert-manager"), "{message}");
     assert!(
@@ -108,14 +100,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     apply_yaml(&client, &ns.name, knative).await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v0.15.2")));
-    let deploy = cms
-        .get("inferenceservice-config")
-        .await
-        .expect("config")
-        .data
-        .unwrap_or_default()
-        .remove("deploy")
-        .unwrap_or_default();
+    let deploy = config_value(&client, &ns.name, "inferenceservice-config", "deploy").await;
     assert!(deploy.contains("\"Serverless\""), "{deploy}");
 
     // v0.16.0 adds the LLMInferenceService controller, with a webhook server

@@ -9,7 +9,9 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
-use kubeflow_e2e::component::{component_api, condition, install, wait_condition, wait_gone};
+use kubeflow_e2e::component::{
+    component_api, condition, degraded, install, wait_condition, wait_gone,
+};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::repair::repair_time;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -294,8 +296,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         json!({"spec": {"version": "v9.9.9"}}),
     )
     .await;
-    let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&trainings, READY_TIMEOUT).await;
     assert_eq!(reason, "UnknownVersion");
     assert!(
         message.contains("v9.9.9") && message.contains("v1.9.2"),
