@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -110,4 +111,33 @@ pub async fn config_value(client: &Client, ns: &str, name: &str, key: &str) -> S
         .await
         .remove(key)
         .unwrap_or_default()
+}
+
+/// The data of the Secret `name` in `ns`, which must exist (empty where it
+/// has none): the credentials and certificates a component generates.
+pub async fn secret_data(client: &Client, ns: &str, name: &str) -> BTreeMap<String, ByteString> {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("Secret {ns}/{name}: {e}"))
+        .data
+        .unwrap_or_default()
+}
+
+/// One key of [`secret_data`] as text (None where it is not set).
+pub async fn secret_text(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
+    let bytes = secret_data(client, ns, name).await.remove(key)?;
+    Some(String::from_utf8(bytes.0).expect("the Secret's value is text"))
+}
+
+/// Whether the object `name` exists now (a failed read fails the test,
+/// rather than counting as absent).
+pub async fn exists<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    api.get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("cannot read {name} in {}: {e}", api.resource_url()))
+        .is_some()
 }

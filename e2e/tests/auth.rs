@@ -19,6 +19,7 @@ use kubeflow_e2e::component::{
     component_api, condition, degraded, delete_and_wait, merge, wait_condition, wait_gone,
 };
 use kubeflow_e2e::login::{TestUser, USERS_SECRET, create_users_secret};
+use kubeflow_e2e::objects::secret_data;
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
@@ -41,12 +42,8 @@ const DEX_CRDS: [&str; 10] = [
 
 /// A Secret's text values.
 async fn secret(client: &kube::Client, ns: &str, name: &str) -> BTreeMap<String, String> {
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .get(name)
+    secret_data(client, ns, name)
         .await
-        .unwrap_or_else(|e| panic!("Secret {ns}/{name}: {e}"))
-        .data
-        .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, String::from_utf8(v.0).expect("text")))
         .collect()

@@ -27,7 +27,7 @@ use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, install_bundle_crds, merge, wait_condition, wait_gone,
 };
-use kubeflow_e2e::objects::wait_all_deleting;
+use kubeflow_e2e::objects::{exists, wait_all_deleting};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -281,13 +281,7 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     )
     .await;
     kubeflow_e2e::component::wait_version_ready(&dashboards, "kubeflow", "v2.0.0", TIMEOUT).await;
-    assert!(
-        deployments
-            .get_opt("dashboard")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&deployments, "dashboard").await);
     wait_gone(&deployments, "centraldashboard", TIMEOUT).await;
     assert_eq!(all_profiles.get("team-a").await.expect("kept").uid(), a_uid);
 

@@ -6,7 +6,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kubeflow_e2e::component::{apply_resource, condition, wait_condition, wait_gone};
-use kubeflow_e2e::objects::wait_none_left;
+use kubeflow_e2e::objects::{exists, wait_none_left};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, wait_for};
 use serde_json::{Value, json};
@@ -126,13 +126,7 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
         message.contains("\"nvidia\"") && message.contains("\"nvidia-old\""),
         "{message}"
     );
-    assert!(
-        daemonsets
-            .get_opt("nvidia-old-device-plugin")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&daemonsets, "nvidia-old-device-plugin").await);
     assert_eq!(
         daemonsets
             .get("nvidia-device-plugin")

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
@@ -17,7 +17,7 @@ use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, merge, wait_condition, wait_degraded, wait_gone,
 };
-use kubeflow_e2e::objects::{wait_all_deleting, wait_exists};
+use kubeflow_e2e::objects::{config_value, secret_text, wait_all_deleting, wait_exists};
 use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
 use kubeflow_e2e::{apply_yaml, wait_for};
@@ -29,27 +29,13 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const DEMO_PASSWORD: &str = "test";
 
 async fn password(client: &kube::Client, ns: &str) -> String {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get("katib-mysql-secrets")
+    secret_text(client, ns, "katib-mysql-secrets", "MYSQL_ROOT_PASSWORD")
         .await
-        .expect("the database's Secret");
-    let bytes = s
-        .data
-        .and_then(|d| d.get("MYSQL_ROOT_PASSWORD").cloned())
-        .map(|b| b.0)
-        .unwrap_or_default();
-    String::from_utf8(bytes).expect("text")
+        .unwrap_or_default()
 }
 
 async fn katib_config(client: &kube::Client, ns: &str) -> Value {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .get("katib-config")
-        .await
-        .expect("katib-config");
-    let text = cm
-        .data
-        .and_then(|d| d.get("katib-config.yaml").cloned())
-        .unwrap_or_default();
+    let text = config_value(client, ns, "katib-config", "katib-config.yaml").await;
     serde_saphyr::from_str(&text).expect("katib-config.yaml")
 }
 

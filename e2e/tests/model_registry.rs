@@ -15,6 +15,7 @@ use kube::api::Api;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, merge, wait_condition, wait_degraded,
 };
+use kubeflow_e2e::objects::{exists, secret_text};
 use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
@@ -22,12 +23,7 @@ const OPERATOR: &str = "kubeflow-model-registry-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 async fn key_of(client: &kube::Client, ns: &str, secret: &str, key: &str) -> Option<String> {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get(secret)
-        .await
-        .unwrap_or_else(|e| panic!("{secret}: {e}"));
-    let bytes = s.data.and_then(|d| d.get(key).cloned()).map(|b| b.0)?;
-    Some(String::from_utf8(bytes).expect("text"))
+    secret_text(client, ns, secret, key).await
 }
 
 fn generated(p: &str) -> bool {
@@ -63,13 +59,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     assert_ne!(mysql, catalog);
     // The placeholder Hugging Face key is the user's to create.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
-    assert!(
-        secrets
-            .get_opt("model-catalog-hf-api-key")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&secrets, "model-catalog-hf-api-key").await);
 
     // Every managed kind is watched and repaired.
     let cr = registries.get("kubeflow").await.expect("cr");

@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{degraded, install, wait_condition, wait_gone};
-use kubeflow_e2e::objects::{config_data, wait_none_left};
+use kubeflow_e2e::objects::{config_data, exists, wait_none_left};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
@@ -101,13 +101,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     );
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"volumePolicy": null}})).await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
-    assert!(
-        deployments
-            .get_opt("seaweedfs")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&deployments, "seaweedfs").await);
     wait_gone(&deployments, "minio", TIMEOUT).await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
     let minio_pvc = pvcs

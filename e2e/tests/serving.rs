@@ -7,7 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kubeflow_e2e::component::{condition, degraded, install, ready_at, wait_condition};
-use kubeflow_e2e::objects::config_value;
+use kubeflow_e2e::objects::{config_value, exists, secret_data};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -70,13 +70,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     let (reason, message) = degraded(&api, TIMEOUT).await;
     assert_eq!(reason, "PrerequisiteMissing");
     assert!(message.contains("cert-manager"), "{message}");
-    assert!(
-        secrets
-            .get_opt("kserve-webhook-server-cert")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&secrets, "kserve-webhook-server-cert").await);
 
     // Back to self-signed; Serverless mode needs Knative, refused until its
     // CRD exists (a stand-in here), then applied with an upgrade.
@@ -110,12 +104,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.16.0"}})).await;
     let cr = ready_at(&api, "kubeflow", "v0.16.0", TIMEOUT).await;
     assert!(cr.data.pointer("/status/version").is_some());
-    let llmisvc = secrets
-        .get("llmisvc-webhook-server-cert")
-        .await
-        .expect("the llmisvc webhook server's certificate")
-        .data
-        .unwrap_or_default();
+    let llmisvc = secret_data(&client, &ns.name, "llmisvc-webhook-server-cert").await;
     let ca = llmisvc.get("ca.crt").expect("ca.crt");
     assert_ne!(Some(ca), cert.get("ca.crt"), "a CA of its own");
     let vwc = vwcs
@@ -132,12 +121,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     // conversion webhooks on both llmisvc CRDs (v1alpha1 and v1alpha2).
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.18.0"}})).await;
     ready_at(&api, "kubeflow", "v0.18.0", TIMEOUT).await;
-    let localmodel = secrets
-        .get("localmodel-webhook-server-cert")
-        .await
-        .expect("the local-model webhook server's certificate")
-        .data
-        .unwrap_or_default();
+    let localmodel = secret_data(&client, &ns.name, "localmodel-webhook-server-cert").await;
     let local_ca = localmodel.get("ca.crt").expect("ca.crt");
     let vwc = vwcs
         .get("localmodelcache.serving.kserve.io")

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{delete_and_wait, install, merge, wait_condition, wait_degraded};
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -138,13 +139,7 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
             .is_none_or(|s| s.metadata.deletion_timestamp.is_some()),
         "the webhook's certificate goes"
     );
-    assert!(
-        secrets
-            .get_opt("someone-elses")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&secrets, "someone-elses").await);
     let leases: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         &ns.name,

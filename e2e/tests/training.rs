@@ -12,6 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{
     component_api, condition, degraded, install, wait_condition, wait_gone,
 };
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::repair::repair_time;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -392,20 +393,8 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         .await
         .expect("delete CR");
     wait_gone(&trainings, "kubeflow", Duration::from_secs(30)).await;
-    assert!(
-        roles
-            .get_opt("training-operator")
-            .await
-            .expect("get")
-            .is_none()
-    );
-    assert!(
-        webhooks
-            .get_opt("validator.training-operator.kubeflow.org")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&roles, "training-operator").await);
+    assert!(!exists(&webhooks, "validator.training-operator.kubeflow.org").await);
     assert!(
         crds.get_opt("tfjobs.kubeflow.org")
             .await
