@@ -548,13 +548,12 @@ pub async fn ready_at(
     version: &str,
     timeout: Duration,
 ) -> DynamicObject {
+    let wanted = Value::from(version);
     wait_for(&format!("{name} Ready at {version}"), timeout, || async {
-        let kf = api.get(name).await.ok()?;
-        let (s, _, _, g) = condition(&kf, "Ready")?;
-        (s == "True"
-            && g == kf.metadata.generation
-            && kf.data.pointer("/status/version") == Some(&Value::from(version)))
-        .then_some(kf)
+        let cr = api.get(name).await.ok()?;
+        let (status, _, _, generation) = condition(&cr, "Ready")?;
+        let reached = cr.data.pointer("/status/version") == Some(&wanted);
+        (status == "True" && generation == cr.metadata.generation && reached).then_some(cr)
     })
     .await
 }

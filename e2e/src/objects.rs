@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
@@ -97,12 +98,8 @@ pub fn first_args(d: Deployment) -> Vec<String> {
 /// The data of the ConfigMap `name` in `ns`, which must exist (empty where
 /// it has none): what a component's bundle configures its workloads with.
 pub async fn config_data(client: &Client, ns: &str, name: &str) -> BTreeMap<String, String> {
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("ConfigMap {ns}/{name}: {e}"))
-        .data
-        .unwrap_or_default()
+    let cm: ConfigMap = read(client, ns, name).await;
+    cm.data.unwrap_or_default()
 }
 
 /// One key of [`config_data`] ("" where it is not set).
@@ -116,12 +113,8 @@ pub async fn config_value(client: &Client, ns: &str, name: &str, key: &str) -> S
 /// The data of the Secret `name` in `ns`, which must exist (empty where it
 /// has none): the credentials and certificates a component generates.
 pub async fn secret_data(client: &Client, ns: &str, name: &str) -> BTreeMap<String, ByteString> {
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("Secret {ns}/{name}: {e}"))
-        .data
-        .unwrap_or_default()
+    let secret: Secret = read(client, ns, name).await;
+    secret.data.unwrap_or_default()
 }
 
 /// One key of [`secret_data`] as text (None where it is not set).
@@ -140,4 +133,19 @@ where
         .await
         .unwrap_or_else(|e| panic!("cannot read {name} in {}: {e}", api.resource_url()))
         .is_some()
+}
+
+/// The object `name` of a namespaced kind in `ns`, which must exist: the
+/// test fails naming the kind and the object where it cannot be read.
+async fn read<K>(client: &Client, ns: &str, name: &str) -> K
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("{} {ns}/{name}: {e}", K::kind(&())))
 }
