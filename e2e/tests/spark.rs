@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{delete_and_wait, install, merge, wait_condition, wait_degraded};
-use kubeflow_e2e::objects::exists;
+use kubeflow_e2e::objects::{exists, first_args};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
@@ -24,14 +24,8 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const USER_APP: &str = "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\nmetadata: {name: user-spark}\nspec:\n  type: Python\n  mode: cluster\n  image: example.invalid/spark:3.5\n  mainApplicationFile: local:///opt/app/main.py\n  sparkVersion: 3.5.5\n  driver: {cores: 1, memory: 512m, serviceAccount: default-editor}\n  executor: {instances: 1, cores: 1, memory: 512m}\n";
 
 async fn args(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .expect("deployment")
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers[0].args.clone())
-        .unwrap_or_default()
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    first_args(deployments.get(name).await.expect("deployment"))
 }
 
 #[tokio::test]
