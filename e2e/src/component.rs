@@ -9,24 +9,110 @@ use kube::core::GroupVersionKind;
 use kubeflow_api::registry;
 use serde_json::Value;
 
-use crate::wait_for;
+use crate::operator::OperatorProcess;
+use crate::{TestNamespace, wait_for};
 
 /// The Training resource most tests install: `kubeflow`, at v1.9.2.
 pub const TRAINING_CR: &str = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec: {version: v1.9.2}\n";
 
 /// The API of a component kind (`Training`, `Pipelines`, ...) as dynamic objects.
 pub fn component_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
-    let (group, plural) = match kind {
-        "Kubeflow" => ("platform.kubeflow.org", "kubeflows".to_string()),
-        "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
-        "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
-        "Notebooks" => ("components.kubeflow.org", "notebooks".to_string()),
-        "ModelRegistry" => ("components.kubeflow.org", "modelregistries".to_string()),
-        k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
+    Api::namespaced_with(client.clone(), ns, &component_resource(kind))
+}
+
+/// Starts `operator`, applies the resource `cr` (one document) into `ns` and
+/// waits until it is Ready at its generation: how nearly every component
+/// test begins once its namespace holds what the resource needs. Returns the
+/// operator (stopped when dropped, so keep it bound), the API of the
+/// resource's kind, and the resource as it was when Ready.
+pub async fn start_ready(
+    client: &Client,
+    ns: &str,
+    operator: &str,
+    cr: &str,
+    timeout: Duration,
+) -> (OperatorProcess, Api<DynamicObject>, DynamicObject) {
+    let op = OperatorProcess::start(operator, &[]);
+    let (api, name) = apply_resource(client, ns, cr).await;
+    let ready = wait_condition(&api, &name, "Ready", "True", timeout).await;
+    (op, api, ready)
+}
+
+/// Applies one component resource (`Kubeflow` or a component's, one YAML
+/// document) into `ns`; returns the API of its kind and its name, which
+/// the test then waits on as it needs.
+pub async fn apply_resource(client: &Client, ns: &str, cr: &str) -> (Api<DynamicObject>, String) {
+    let applied = crate::apply_yaml(client, ns, cr).await;
+    let [resource] = applied.as_slice() else {
+        panic!(
+            "a component resource is one document, not {}",
+            applied.len()
+        )
     };
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural);
-    Api::namespaced_with(client.clone(), ns, &ar)
+    let kind = resource
+        .types
+        .as_ref()
+        .map(|t| t.kind.as_str())
+        .unwrap_or_default();
+    let name = resource.metadata.name.clone().unwrap_or_default();
+    (component_api(client, ns, kind), name)
+}
+
+/// What [`install`] gives a test: its namespace, the operator (stopped when
+/// dropped, so keep it bound), the API of the resource's kind, and the
+/// resource as it was when Ready.
+pub type Installed = (
+    TestNamespace,
+    OperatorProcess,
+    Api<DynamicObject>,
+    DynamicObject,
+);
+
+/// [`start_ready`] in a new namespace `<prefix>-...`, for a test that needs
+/// nothing in it first. Returns the namespace too.
+pub async fn install(
+    client: &Client,
+    prefix: &str,
+    operator: &str,
+    cr: &str,
+    timeout: Duration,
+) -> Installed {
+    let ns = TestNamespace::new(client, prefix).await;
+    let (op, api, ready) = start_ready(client, &ns.name, operator, cr, timeout).await;
+    (ns, op, api, ready)
+}
+
+/// [`install`] of [`TRAINING_CR`] with its operator: the component most
+/// tests of the operators' shared behaviour use.
+pub async fn install_training(client: &Client, prefix: &str, timeout: Duration) -> Installed {
+    install(
+        client,
+        prefix,
+        "kubeflow-training-operator",
+        TRAINING_CR,
+        timeout,
+    )
+    .await
+}
+
+/// Waits until condition `type_` of `name`, whatever its generation,
+/// satisfies `accept(status, reason, message)`; returns the message. For
+/// the refusals and holds a test expects, each named by `what` when the
+/// wait times out.
+pub async fn wait_condition_where(
+    api: &Api<DynamicObject>,
+    name: &str,
+    type_: &str,
+    what: &str,
+    timeout: Duration,
+    accept: impl Fn(&str, &str, &str) -> bool,
+) -> String {
+    wait_for(what, timeout, || async {
+        let obj = api.get(name).await.ok()?;
+        let (status, reason, message, _) = condition(&obj, type_)?;
+        accept(&status, &reason, &message).then_some(message)
+    })
+    .await
 }
 
 /// A condition of an object: (status, reason, message, observedGeneration).
@@ -61,6 +147,41 @@ pub async fn wait_condition(
         (s == status && g == obj.metadata.generation).then_some(obj)
     })
     .await
+}
+
+/// Waits until the resource `kubeflow` is Degraded (`True`) for `reason`,
+/// with a message naming `mentions`; returns the message. A refusal is
+/// told this way while the last good state stays in place.
+pub async fn wait_degraded(
+    api: &Api<DynamicObject>,
+    reason: &str,
+    mentions: &str,
+    timeout: Duration,
+) -> String {
+    let what = format!("kubeflow Degraded for {reason}, naming {mentions:?}");
+    wait_condition_where(api, "kubeflow", "Degraded", &what, timeout, |s, r, m| {
+        s == "True" && r == reason && m.contains(mentions)
+    })
+    .await
+}
+
+/// Waits until the resource `kubeflow` is not Ready (`False`) for
+/// `reason`; returns the message.
+pub async fn wait_not_ready(api: &Api<DynamicObject>, reason: &str, timeout: Duration) -> String {
+    let what = format!("kubeflow Ready=False for {reason}");
+    wait_condition_where(api, "kubeflow", "Ready", &what, timeout, |s, r, _| {
+        s == "False" && r == reason
+    })
+    .await
+}
+
+/// Waits until the resource `kubeflow` is Degraded at its generation and
+/// returns that condition's (reason, message): for a test that then
+/// checks both, whatever the reason was while it waited.
+pub async fn degraded(api: &Api<DynamicObject>, timeout: Duration) -> (String, String) {
+    let cr = wait_condition(api, "kubeflow", "Degraded", "True", timeout).await;
+    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    (reason, message)
 }
 
 /// Removes what earlier, failed runs left of these components: every CR of
@@ -427,13 +548,12 @@ pub async fn ready_at(
     version: &str,
     timeout: Duration,
 ) -> DynamicObject {
+    let wanted = Value::from(version);
     wait_for(&format!("{name} Ready at {version}"), timeout, || async {
-        let kf = api.get(name).await.ok()?;
-        let (s, _, _, g) = condition(&kf, "Ready")?;
-        (s == "True"
-            && g == kf.metadata.generation
-            && kf.data.pointer("/status/version") == Some(&Value::from(version)))
-        .then_some(kf)
+        let cr = api.get(name).await.ok()?;
+        let (status, _, _, generation) = condition(&cr, "Ready")?;
+        let reached = cr.data.pointer("/status/version") == Some(&wanted);
+        (status == "True" && generation == cr.metadata.generation && reached).then_some(cr)
     })
     .await
 }
@@ -503,15 +623,7 @@ pub async fn wait_version_ready(
     version: &str,
     timeout: Duration,
 ) {
-    wait_for(&format!("{version} Ready"), timeout, || async {
-        let cr = api.get(name).await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&serde_json::json!(version)))
-        .then_some(())
-    })
-    .await;
+    ready_at(api, name, version, timeout).await;
 }
 
 /// The cluster's Profiles (`kubeflow.org/v1`), which the Dashboard declares.

@@ -11,6 +11,7 @@ pub mod component;
 pub mod demo;
 pub mod fault_proxy;
 pub mod login;
+pub mod objects;
 pub mod operator;
 pub mod prometheus;
 pub mod repair;

@@ -10,10 +10,10 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, merge, ready_at,
+    ALL_COMPONENTS, ALL_KINDS, apply_resource, component_api, condition, merge, ready_at,
 };
 use kubeflow_e2e::operator::{OperatorProcess, binary};
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{TestNamespace, wait_for};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -90,13 +90,8 @@ async fn a_manual_upgrade_waits_for_its_plans_digest_and_the_plan_is_the_offline
         .iter()
         .map(|c| OperatorProcess::start(&format!("kubeflow-{c}-operator"), &[]))
         .collect();
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  upgradeStrategy: Manual\n  components:\n    trainer: {managementState: Managed}\n",
-    )
-    .await;
-    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let yaml = "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  upgradeStrategy: Manual\n  components:\n    trainer: {managementState: Managed}\n";
+    let (kfs, _) = apply_resource(&client, &ns.name, yaml).await;
     let trainers = component_api(&client, &ns.name, "Trainer");
     ready_at(&kfs, "kubeflow", "26.03", TIMEOUT).await;
     // An install is no upgrade: nothing to approve, no plan.
@@ -236,13 +231,8 @@ async fn the_first_digest_shown_covers_every_moving_component() {
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
     let _trainer = OperatorProcess::start("kubeflow-trainer-operator", &[]);
     let cert_manager = OperatorProcess::start("kubeflow-cert-manager-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  upgradeStrategy: Manual\n  components:\n    trainer: {managementState: Managed}\n    certManager: {managementState: Managed}\n",
-    )
-    .await;
-    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let yaml = "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  upgradeStrategy: Manual\n  components:\n    trainer: {managementState: Managed}\n    certManager: {managementState: Managed}\n";
+    let (kfs, _) = apply_resource(&client, &ns.name, yaml).await;
     ready_at(&kfs, "kubeflow", "26.03", TIMEOUT).await;
 
     cert_manager.stop();
@@ -359,13 +349,8 @@ async fn an_upgrade_that_drops_a_stored_crd_version_waits_and_says_what_to_migra
             ("RUST_LOG", "info,kube_client=warn,kube_runtime=warn"),
         ],
     );
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec: {version: v2.1.0}\n",
-    )
-    .await;
-    let trainers = component_api(&client, &ns.name, "Trainer");
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec: {version: v2.1.0}\n";
+    let (trainers, _) = apply_resource(&client, &ns.name, yaml).await;
     let ready_version = |version: &'static str| {
         let trainers = trainers.clone();
         async move {

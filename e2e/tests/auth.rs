@@ -14,9 +14,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
+use kube::api::{Api, ListParams};
+use kubeflow_e2e::component::{
+    component_api, condition, degraded, delete_and_wait, merge, wait_condition, wait_gone,
+};
 use kubeflow_e2e::login::{TestUser, USERS_SECRET, create_users_secret};
+use kubeflow_e2e::objects::secret_data;
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
@@ -39,12 +42,8 @@ const DEX_CRDS: [&str; 10] = [
 
 /// A Secret's text values.
 async fn secret(client: &kube::Client, ns: &str, name: &str) -> BTreeMap<String, String> {
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .get(name)
+    secret_data(client, ns, name)
         .await
-        .unwrap_or_else(|e| panic!("Secret {ns}/{name}: {e}"))
-        .data
-        .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, String::from_utf8(v.0).expect("text")))
         .collect()
@@ -203,8 +202,7 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
         )
         .await
         .expect("edit the users Secret");
-    let refused = wait_condition(&auths, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&auths, TIMEOUT).await;
     assert_eq!(reason, "InvalidSpec", "{message}");
     assert!(
         message.contains(&format!("Secret {}/{USERS_SECRET}", ns.name)),
@@ -313,11 +311,7 @@ async fn auth_logs_people_in_through_dex_keeps_its_secrets_repairs_refuses_upgra
     );
 
     // Removal: the workloads go; dex's CRD and both namespaces stay.
-    auths
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&auths, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&auths, "kubeflow", TIMEOUT).await;
     wait_gone(
         &Api::<Deployment>::namespaced(client.clone(), "oauth2-proxy"),
         "oauth2-proxy",

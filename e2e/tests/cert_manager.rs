@@ -15,9 +15,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{
+    condition, delete_and_wait, install, merge, wait_condition, wait_gone,
+};
+use kubeflow_e2e::objects::{first_image, wait_all_deleting_of};
+use kubeflow_e2e::wait_for;
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-cert-manager-operator";
@@ -55,11 +57,8 @@ fn container_args(d: &Deployment) -> Vec<String> {
 async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_crds() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["CertManager"], &["cert-manager"]).await;
     start_without_cert_manager(&client).await;
-    let ns = TestNamespace::new(&client, "certmanager").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let cms = component_api(&client, &ns.name, "CertManager");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.19.4}\n").await;
-    let cr = wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.19.4}\n";
+    let (ns, op, cms, cr) = install(&client, "certmanager", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v1.19.4")));
     assert_eq!(
         cr.data.pointer("/status/found"),
@@ -121,14 +120,7 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
     // Upgrade: v1.20.2's images, the issuer kept (same object).
     merge(&cms, "kubeflow", json!({"spec": {"version": "v1.20.2"}})).await;
     kubeflow_e2e::component::wait_version_ready(&cms, "kubeflow", "v1.20.2", TIMEOUT).await;
-    let image = deployments
-        .get("cert-manager")
-        .await
-        .expect("controller")
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers[0].image.clone())
-        .unwrap_or_default();
+    let image = first_image(deployments.get("cert-manager").await.expect("controller"));
     assert!(image.ends_with(":v1.20.2"), "{image}");
     let issuer = issuers.get(ISSUER).await.expect("the issuer");
     assert_eq!(
@@ -139,21 +131,8 @@ async fn cert_manager_installs_in_its_namespace_repairs_upgrades_and_keeps_its_c
 
     // Removal: cert-manager and the issuer go; the CRDs (users'
     // Certificates) and the namespace stay, released.
-    cms.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&cms, "kubeflow", TIMEOUT).await;
-    wait_for("cert-manager's Deployments to go", TIMEOUT, || async {
-        deployments
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    delete_and_wait(&cms, "kubeflow", TIMEOUT).await;
+    wait_all_deleting_of(&deployments, &ListParams::default(), TIMEOUT).await;
     assert!(issuers.get_opt(ISSUER).await.expect("get").is_none());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let kept = crds.get(CERTIFICATES).await.expect("the CRD is kept");
@@ -210,11 +189,8 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     };
     let before = untouched(&crds.get(CERTIFICATES).await.expect("crd"));
 
-    let ns = TestNamespace::new(&client, "certmanager-foreign").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let cms = component_api(&client, &ns.name, "CertManager");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.20.2}\n").await;
-    let cr = wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: CertManager\nmetadata: {name: kubeflow}\nspec: {version: v1.20.2}\n";
+    let (ns, op, cms, cr) = install(&client, "certmanager-foreign", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(
         cr.data.pointer("/status/found"),
         Some(&json!({"version": "v1.18.2", "managedBy": "Helm"})),
@@ -268,10 +244,7 @@ async fn beside_a_cert_manager_it_did_not_install_only_the_issuer_is_installed()
     // Back to Auto, then removed: the issuer goes, the other cert-manager stays.
     merge(&cms, "kubeflow", json!({"spec": {"mode": null}})).await;
     wait_condition(&cms, "kubeflow", "Ready", "True", TIMEOUT).await;
-    cms.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&cms, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&cms, "kubeflow", TIMEOUT).await;
     assert!(issuers.get_opt(ISSUER).await.expect("get").is_none());
     assert_eq!(
         untouched(&crds.get(CERTIFICATES).await.expect("crd")),

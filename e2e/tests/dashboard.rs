@@ -22,13 +22,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
-    component_api, condition, install_bundle_crds, merge, wait_condition, wait_gone,
+    condition, delete_and_wait, install, install_bundle_crds, merge, wait_condition, wait_gone,
 };
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::objects::{exists, wait_all_deleting};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-dashboard-operator";
@@ -77,16 +77,8 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     let leftover: Api<Namespace> = Api::all(client.clone());
     let _ = leftover.delete("team-a", &DeleteParams::default()).await;
     wait_gone(&leftover, "team-a", TIMEOUT).await;
-    let ns = TestNamespace::new(&client, "dashboard").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let dashboards = component_api(&client, &ns.name, "Dashboard");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Dashboard\nmetadata: {name: kubeflow}\nspec:\n  version: v1.10.0\n  selfRegistration: true\n  profiles:\n    - {name: team-a, owner: jane@example.com, resourceQuota: {cpu: \"8\", requests.nvidia.com/gpu: \"2\"}}\n    - {name: team-b, owner: joe@example.com}\n",
-    )
-    .await;
-    let cr = wait_condition(&dashboards, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Dashboard\nmetadata: {name: kubeflow}\nspec:\n  version: v1.10.0\n  selfRegistration: true\n  profiles:\n    - {name: team-a, owner: jane@example.com, resourceQuota: {cpu: \"8\", requests.nvidia.com/gpu: \"2\"}}\n    - {name: team-b, owner: joe@example.com}\n";
+    let (ns, op, dashboards, cr) = install(&client, "dashboard", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/profileCount"), Some(&json!(2)));
 
     // The profiles as declared, the Kubeflow roles, self-registration on.
@@ -289,13 +281,7 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     )
     .await;
     kubeflow_e2e::component::wait_version_ready(&dashboards, "kubeflow", "v2.0.0", TIMEOUT).await;
-    assert!(
-        deployments
-            .get_opt("dashboard")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&deployments, "dashboard").await);
     wait_gone(&deployments, "centraldashboard", TIMEOUT).await;
     assert_eq!(all_profiles.get("team-a").await.expect("kept").uid(), a_uid);
 
@@ -313,22 +299,8 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
     .await;
 
     // Removal: the workloads go; the CRDs and the declared profile stay.
-    dashboards
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&dashboards, "kubeflow", TIMEOUT).await;
-    wait_for("the dashboard's workloads to go", TIMEOUT, || async {
-        deployments
-            .list(&ListParams::default().labels("components.kubeflow.org/component=dashboard"))
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    delete_and_wait(&dashboards, "kubeflow", TIMEOUT).await;
+    wait_all_deleting(&deployments, "dashboard", TIMEOUT).await;
     assert!(
         crds.get_opt("profiles.kubeflow.org")
             .await

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kubeflow_e2e::component::{apply_resource, condition, wait_condition, wait_gone};
+use kubeflow_e2e::objects::{exists, wait_none_left};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{TestNamespace, wait_for};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -37,13 +38,8 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
         kubeflow_e2e::component::prepare(&["DevicePlugins"], &["device-plugins"]).await;
     let ns = TestNamespace::new(&client, "dp").await;
     let _op = OperatorProcess::start("kubeflow-device-plugins-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: DevicePlugins\nmetadata: {name: kubeflow}\nspec:\n  plugins:\n  - {name: nvidia, type: nvidia-gpu, version: v0.20.0}\n  - {name: intel, type: intel-gpu, version: v0.36.0, sharedDevNum: 2}\n",
-    )
-    .await;
-    let api = component_api(&client, &ns.name, "DevicePlugins");
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: DevicePlugins\nmetadata: {name: kubeflow}\nspec:\n  plugins:\n  - {name: nvidia, type: nvidia-gpu, version: v0.20.0}\n  - {name: intel, type: intel-gpu, version: v0.36.0, sharedDevNum: 2}\n";
+    let (api, _) = apply_resource(&client, &ns.name, yaml).await;
     let cr = wait_for("both plugins ready on their nodes", TIMEOUT, || async {
         let cr = api.get("kubeflow").await.ok()?;
         let (s, ..) = condition(&cr, "Ready")?;
@@ -130,13 +126,7 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
         message.contains("\"nvidia\"") && message.contains("\"nvidia-old\""),
         "{message}"
     );
-    assert!(
-        daemonsets
-            .get_opt("nvidia-old-device-plugin")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&daemonsets, "nvidia-old-device-plugin").await);
     assert_eq!(
         daemonsets
             .get("nvidia-device-plugin")
@@ -166,15 +156,6 @@ async fn plugins_land_on_matching_nodes_follow_labels_refuse_overlaps_and_clean_
 
     // Deletion removes the DaemonSets.
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
-    wait_for("the DaemonSets to go", TIMEOUT, || async {
-        daemonsets
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    wait_none_left(&daemonsets, &ListParams::default(), TIMEOUT).await;
     ns.delete().await;
 }

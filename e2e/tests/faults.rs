@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{component_api, condition, install_training, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::repair::repair_time;
 use kubeflow_e2e::{TestNamespace, apply_yaml, cluster_cmd, wait_for};
@@ -40,11 +40,7 @@ async fn wait_serving(client: &kube::Client) {
 async fn operators_outlive_api_server_restarts_etcd_pauses_and_their_own_crash() {
     let (client, _g) =
         kubeflow_e2e::component::prepare(&["Training", "Istio"], &["training", "istio"]).await;
-    let ns = TestNamespace::new(&client, "faults").await;
-    let mut training = OperatorProcess::start("kubeflow-training-operator", &[]);
-    let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
-    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let (ns, mut training, trainings, _) = install_training(&client, "faults", TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let roles: Api<ClusterRole> = Api::all(client.clone());
     let pid = training.pid();

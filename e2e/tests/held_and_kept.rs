@@ -13,8 +13,8 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, TRAINING_CR, component_api, condition, merge, wait_condition,
-    wait_gone,
+    ALL_COMPONENTS, ALL_KINDS, apply_resource, component_api, condition, delete_and_wait,
+    install_training, merge, wait_condition, wait_gone, wait_not_ready,
 };
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -31,13 +31,8 @@ async fn a_removed_dashboard_that_notebooks_need_is_named_and_not_ready() {
     // The meta-operator alone: the children's own readiness does not
     // matter, only what the Kubeflow resource says of the removal.
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  components:\n    dashboard: {managementState: Managed}\n    notebooks: {managementState: Managed}\n",
-    )
-    .await;
-    let kfs = component_api(&client, &ns.name, "Kubeflow");
+    let yaml = "apiVersion: platform.kubeflow.org/v1alpha1\nkind: Kubeflow\nmetadata: {name: kubeflow}\nspec:\n  version: \"26.03\"\n  components:\n    dashboard: {managementState: Managed}\n    notebooks: {managementState: Managed}\n";
+    let (kfs, _) = apply_resource(&client, &ns.name, yaml).await;
     let dashboards = component_api(&client, &ns.name, "Dashboard");
     let notebooks = component_api(&client, &ns.name, "Notebooks");
     // Notebooks waits for the Dashboard to be Ready: the test reports it
@@ -118,21 +113,14 @@ async fn a_removed_dashboard_that_notebooks_need_is_named_and_not_ready() {
         (reason != "RemovedComponentNeeded" && g == kf.metadata.generation).then_some(())
     })
     .await;
-    kfs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&kfs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&kfs, "kubeflow", TIMEOUT).await;
     ns.delete().await;
 }
 
 #[tokio::test]
 async fn a_managed_object_held_in_deletion_makes_its_component_not_ready_until_released() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
-    let ns = TestNamespace::new(&client, "held").await;
-    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
-    let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, TRAINING_CR).await;
-    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let (ns, _op, trainings, _) = install_training(&client, "held", TIMEOUT).await;
 
     // Someone else's finalizer on a managed Service, then a delete: the
     // Service stays, on its way out.
@@ -151,16 +139,7 @@ async fn a_managed_object_held_in_deletion_makes_its_component_not_ready_until_r
         .delete(name, &DeleteParams::default())
         .await
         .expect("delete");
-    let message = wait_for(
-        "the component to say the Service is held",
-        TIMEOUT,
-        || async {
-            let cr = trainings.get("kubeflow").await.ok()?;
-            let (status, reason, message, _) = condition(&cr, "Ready")?;
-            (status == "False" && reason == "DeletionHeld").then_some(message)
-        },
-    )
-    .await;
+    let message = wait_not_ready(&trainings, "DeletionHeld", TIMEOUT).await;
     assert!(
         message.contains(&format!("Service {}/{name}", ns.name)) && message.contains(HOLD),
         "{message}"

@@ -7,9 +7,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{delete_and_wait, install, wait_condition};
+use kubeflow_e2e::objects::first_image;
+use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -17,16 +17,9 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Istio"], &["istio"]).await;
-    let ns = TestNamespace::new(&client, "istio").await;
-    let _op = OperatorProcess::start("kubeflow-istio-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.26.1\"\n  istiod: {replicas: 2}\n  meshConfig: {accessLogFile: \"\"}\n",
-    )
-    .await;
-    let istios = component_api(&client, &ns.name, "Istio");
-    let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec:\n  version: \"1.26.1\"\n  istiod: {replicas: 2}\n  meshConfig: {accessLogFile: \"\"}\n";
+    let (ns, _op, istios, cr) =
+        install(&client, "istio", "kubeflow-istio-operator", yaml, TIMEOUT).await;
     let workloads: Vec<String> = cr
         .data
         .pointer("/status/workloads")
@@ -92,23 +85,12 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
         .await;
     let cr = wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("1.28.0")));
-    let image = deployments
-        .get("istiod")
-        .await
-        .expect("istiod")
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers[0].image.clone())
-        .unwrap_or_default();
+    let image = first_image(deployments.get("istiod").await.expect("istiod"));
     assert!(image.ends_with("1.28.0"), "{image}");
 
     // Deletion removes everything it made from istio-system; the namespace
     // it created is released, not deleted (whatever else lives there stays).
-    istios
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&istios, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&istios, "kubeflow", TIMEOUT).await;
     wait_for("istiod to go", TIMEOUT, || async {
         deployments
             .get_opt("istiod")

@@ -9,15 +9,18 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::{OperatorProcess, free_port};
+use kubeflow_e2e::component::{
+    condition, delete_and_wait, install, merge, wait_condition, wait_degraded, wait_gone,
+};
+use kubeflow_e2e::objects::{config_value, secret_text, wait_all_deleting, wait_exists};
+use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-katib-operator";
@@ -26,27 +29,13 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const DEMO_PASSWORD: &str = "test";
 
 async fn password(client: &kube::Client, ns: &str) -> String {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get("katib-mysql-secrets")
+    secret_text(client, ns, "katib-mysql-secrets", "MYSQL_ROOT_PASSWORD")
         .await
-        .expect("the database's Secret");
-    let bytes = s
-        .data
-        .and_then(|d| d.get("MYSQL_ROOT_PASSWORD").cloned())
-        .map(|b| b.0)
-        .unwrap_or_default();
-    String::from_utf8(bytes).expect("text")
+        .unwrap_or_default()
 }
 
 async fn katib_config(client: &kube::Client, ns: &str) -> Value {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .get("katib-config")
-        .await
-        .expect("katib-config");
-    let text = cm
-        .data
-        .and_then(|d| d.get("katib-config.yaml").cloned())
-        .unwrap_or_default();
+    let text = config_value(client, ns, "katib-config", "katib-config.yaml").await;
     serde_saphyr::from_str(&text).expect("katib-config.yaml")
 }
 
@@ -114,16 +103,8 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
-    let ns = TestNamespace::new(&client, "katib").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let katibs = component_api(&client, &ns.name, "Katib");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch, TrainJob.v1alpha1.trainer.kubeflow.org]\n",
-    )
-    .await;
-    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch, TrainJob.v1alpha1.trainer.kubeflow.org]\n";
+    let (ns, op, katibs, _) = install(&client, "katib", OPERATOR, yaml, TIMEOUT).await;
 
     // The root password: generated (24 random bytes as hex), not the demo one.
     let generated = password(&client, &ns.name).await;
@@ -208,13 +189,7 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
             "engine": "PostgreSQL", "host": "pg.example.internal", "credentialsSecret": "katib-db"}}}}),
     )
     .await;
-    wait_for("the missing Secret refused", TIMEOUT, || async {
-        let cr = katibs.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "SecretMissing" && message.contains("katib-db"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&katibs, "SecretMissing", "katib-db", TIMEOUT).await;
     assert_eq!(op.writes().await, before, "nothing written");
     // With the Secret: the manager points at it; the bundled database goes,
     // its volume and password stay.
@@ -270,22 +245,8 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
 
     // Removal: the workloads go; the CRDs, the volume, its password and
     // the user's Experiment stay.
-    katibs
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&katibs, "kubeflow", TIMEOUT).await;
-    wait_for("the workloads to go", TIMEOUT, || async {
-        bundled
-            .list(&ListParams::default().labels("components.kubeflow.org/component=katib"))
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    delete_and_wait(&katibs, "kubeflow", TIMEOUT).await;
+    wait_all_deleting(&bundled, "katib", TIMEOUT).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in [
         "experiments.kubeflow.org",
@@ -333,16 +294,8 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
     let program = upstream::bin_dir().join("katib-controller");
-    let ns = TestNamespace::new(&client, "katib-ctl").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let katibs = component_api(&client, &ns.name, "Katib");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n",
-    )
-    .await;
-    wait_condition(&katibs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n";
+    let (ns, op, katibs, _) = install(&client, "katib-ctl", OPERATOR, yaml, TIMEOUT).await;
     phases.phase("Katib installed");
 
     // The installed configuration, with the controller's listeners on free
@@ -387,23 +340,13 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         );
         Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &ar)
     };
-    let suggestion = wait_for("the Experiment's Suggestion", TIMEOUT, || async {
-        suggestions.get_opt("user-tuning").await.ok().flatten()
-    })
-    .await;
+    let suggestion = wait_exists(&suggestions, "user-tuning", TIMEOUT).await;
     assert_eq!(
         suggestion.data.pointer("/spec/algorithm/algorithmName"),
         Some(&json!("random"))
     );
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    let service = wait_for("the suggestion service's Deployment", TIMEOUT, || async {
-        deployments
-            .get_opt("user-tuning-random")
-            .await
-            .ok()
-            .flatten()
-    })
-    .await;
+    let service = wait_exists(&deployments, "user-tuning-random", TIMEOUT).await;
     let image = service
         .spec
         .and_then(|s| s.template.spec)

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume, Persist
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{apply_resource, component_api, condition, wait_condition};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
 use serde::de::DeserializeOwned;
@@ -345,13 +345,8 @@ async fn volumes_namespaces_and_crds_are_never_recreated() {
     // A label an earlier, failed run left (no policy holds it now).
     thaw(&crds, crd).await;
     let op = OperatorProcess::start("kubeflow-istio-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec: {version: \"1.26.1\"}\n",
-    )
-    .await;
-    let istios = component_api(&client, &ns.name, "Istio");
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Istio\nmetadata: {name: kubeflow}\nspec: {version: \"1.26.1\"}\n";
+    let (istios, _) = apply_resource(&client, &ns.name, yaml).await;
     wait_condition(&istios, "kubeflow", "Ready", "True", TIMEOUT).await;
     let ns_uid = namespaces.get("istio-system").await.expect("ns").uid();
     let crd_uid = crds.get(crd).await.expect("crd").uid();

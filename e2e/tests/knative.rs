@@ -16,10 +16,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
-use kubeflow_e2e::operator::{OperatorProcess, free_port};
+use kubeflow_e2e::component::{delete_and_wait, install, start_ready, wait_condition, wait_gone};
+use kubeflow_e2e::objects::wait_exists;
+use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::upstream::{self, Controller};
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-knative-operator";
@@ -76,16 +77,8 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: istio-system}\n",
     )
     .await;
-    let ns = TestNamespace::new(&client, "knative").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let knatives = component_api(&client, &ns.name, "Knative");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Knative\nmetadata: {name: kubeflow}\nspec:\n  version: v1.22.0\n  eventing: true\n  domain: models.example.org\n  imageRegistry: mirror.example:5000\n  crdPolicy: Delete\n",
-    )
-    .await;
-    wait_condition(&knatives, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Knative\nmetadata: {name: kubeflow}\nspec:\n  version: v1.22.0\n  eventing: true\n  domain: models.example.org\n  imageRegistry: mirror.example:5000\n  crdPolicy: Delete\n";
+    let (ns, op, knatives, _) = install(&client, "knative", OPERATOR, yaml, TIMEOUT).await;
 
     // Where everything went: Serving and Eventing in their own namespaces,
     // the cluster-local gateway beside Istio's.
@@ -170,19 +163,9 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
             "revisions",
         ),
     );
-    wait_for("the Service's Revision", TIMEOUT, || async {
-        revisions.get_opt("hello-00001").await.ok().flatten()
-    })
-    .await;
+    wait_exists(&revisions, "hello-00001", TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    let revision = wait_for("the Revision's Deployment", TIMEOUT, || async {
-        deployments
-            .get_opt("hello-00001-deployment")
-            .await
-            .ok()
-            .flatten()
-    })
-    .await;
+    let revision = wait_exists(&deployments, "hello-00001-deployment", TIMEOUT).await;
     let containers = revision
         .spec
         .and_then(|s| s.template.spec)
@@ -222,25 +205,15 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
     drop(ctl);
 
     // KServe's Serverless mode is accepted now that Knative is there.
-    let serving = OperatorProcess::start("kubeflow-serving-operator", &[]);
-    let servings = component_api(&client, &ns.name, "Serving");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.18.0\n  deploymentMode: Serverless\n",
-    )
-    .await;
-    wait_condition(&servings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.18.0\n  deploymentMode: Serverless\n";
+    let serving_op = "kubeflow-serving-operator";
+    let (serving, servings, _) = start_ready(&client, &ns.name, serving_op, yaml, TIMEOUT).await;
     kubeflow_e2e::component::delete_and_wait(&servings, "kubeflow", TIMEOUT).await;
     drop(serving);
 
     // Removal with crdPolicy: Delete takes Knative's CRDs once none of
     // their objects is left; the namespaces stay.
-    knatives
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&knatives, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&knatives, "kubeflow", TIMEOUT).await;
     assert!(!exists(&client, SERVING, "controller").await);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait_for("Knative's CRDs to go", TIMEOUT, || async {

@@ -9,6 +9,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, Resource, ResourceExt};
 use kubeflow_api::{Pipelines, Training};
 use kubeflow_e2e::component::wait_gone;
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::{
     TestNamespace, apply_yaml, client, install_crds, manifests_dir, serial, wait_for,
 };
@@ -288,20 +289,8 @@ async fn the_training_bundle_applies_is_steady_repairs_and_cleans_up() {
             format!("Deployment {}/training-operator", ns.name)
         ]
     );
-    assert!(
-        deployments
-            .get_opt("training-operator")
-            .await
-            .expect("get")
-            .is_some()
-    );
-    assert!(
-        roles
-            .get_opt("training-operator")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&deployments, "training-operator").await);
+    assert!(exists(&roles, "training-operator").await);
 
     // An edited field is put back.
     deployments
@@ -407,13 +396,7 @@ async fn a_version_change_prunes_what_the_new_bundle_lacks() {
     assert!(
         pvc.owner_references().is_empty() && !pvc.labels().contains_key(labels::APPLYSET_PART_OF)
     );
-    assert!(
-        deployments
-            .get_opt("seaweedfs")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&deployments, "seaweedfs").await);
     wait_gone(&deployments, "minio", Duration::from_secs(10)).await;
 
     cleanup_all::<Pipelines>(&engine, &client, &ns.name).await;

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, wait_condition, wait_gone};
+use kubeflow_e2e::component::{component_api, delete_and_wait, wait_condition};
 use kubeflow_e2e::login::prepare_auth;
 use kubeflow_e2e::operator::{OperatorProcess, free_port};
 use kubeflow_e2e::{TestNamespace, apply_yaml, repo_root, wait_for};
@@ -402,11 +402,7 @@ async fn a_person_logs_in_through_the_installed_oauth2_proxy_and_others_are_turn
         "the Auth operator wrote meanwhile"
     );
 
-    auths
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&auths, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&auths, "kubeflow", TIMEOUT).await;
     drop(op);
     ns.delete().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -6,7 +6,8 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kubeflow_e2e::component::{
-    ALL_COMPONENTS, ALL_KINDS, component_api, condition, wait_condition, wait_gone,
+    ALL_COMPONENTS, ALL_KINDS, component_api, condition, degraded, ready_at, wait_condition,
+    wait_gone,
 };
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -261,15 +262,7 @@ async fn upgrades_move_every_child_and_downgrades_are_refused() {
     // Istio's operator back: the upgrade completes, the risk is over, and
     // then a downgrade is refused.
     let _istio = OperatorProcess::start("kubeflow-istio-operator", &[]);
-    let kf = wait_for("Kubeflow Ready at 1.11.0", TIMEOUT, || async {
-        let kf = kfs.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&kf, "Ready")?;
-        (s == "True"
-            && g == kf.metadata.generation
-            && status_str(&kf, "/status/version") == Some("1.11.0"))
-        .then_some(kf)
-    })
-    .await;
+    let kf = ready_at(&kfs, "kubeflow", "1.11.0", TIMEOUT).await;
     assert!(
         condition(&kf, "UpgradeRisk").is_none(),
         "no risk once upgraded"
@@ -355,15 +348,7 @@ async fn the_upgrade_to_26_03_keeps_a_trainer_made_at_1_11_0_and_its_jobs() {
     apply_yaml(&client, &ns.name, "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: user-job}\nspec:\n  runtimeRef: {name: torch-distributed}\n").await;
 
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"version": "26.03"}})).await;
-    let kf = wait_for("Kubeflow Ready at 26.03", TIMEOUT, || async {
-        let kf = kfs.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&kf, "Ready")?;
-        (s == "True"
-            && g == kf.metadata.generation
-            && status_str(&kf, "/status/version") == Some("26.03"))
-        .then_some(kf)
-    })
-    .await;
+    let kf = ready_at(&kfs, "kubeflow", "26.03", TIMEOUT).await;
     assert!(
         condition(&kf, "UpgradeRisk").is_none(),
         "1.11.0 -> 26.03 moves Istio one minor"
@@ -405,8 +390,7 @@ async fn two_instances_get_their_own_children_and_the_second_cannot_take_cluster
     apply_yaml(&client, &b.name, &kubeflow("1.11.0", comps)).await;
     let kfs_b = component_api(&client, &b.name, "Kubeflow");
     let training_b = component_api(&client, &b.name, "Training");
-    let t = wait_condition(&training_b, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&t, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&training_b, TIMEOUT).await;
     assert_eq!(reason, "OwnershipConflict");
     assert!(
         message.contains(&format!("{}/kubeflow", a.name)),

@@ -11,22 +11,19 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kube::api::Api;
+use kubeflow_e2e::component::{
+    condition, delete_and_wait, install, merge, wait_condition, wait_degraded,
+};
+use kubeflow_e2e::objects::{exists, secret_text};
+use kubeflow_e2e::wait_for;
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-model-registry-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 async fn key_of(client: &kube::Client, ns: &str, secret: &str, key: &str) -> Option<String> {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get(secret)
-        .await
-        .unwrap_or_else(|e| panic!("{secret}: {e}"));
-    let bytes = s.data.and_then(|d| d.get(key).cloned()).map(|b| b.0)?;
-    Some(String::from_utf8(bytes).expect("text"))
+    secret_text(client, ns, secret, key).await
 }
 
 fn generated(p: &str) -> bool {
@@ -38,16 +35,8 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     let (client, _g) =
         kubeflow_e2e::component::prepare(&["ModelRegistry"], &["model-registry"]).await;
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
-    let ns = TestNamespace::new(&client, "model-registry").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let registries = component_api(&client, &ns.name, "ModelRegistry");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: ModelRegistry\nmetadata: {name: kubeflow}\nspec:\n  version: v0.3.7\n  upgradeStrategy: Manual\n",
-    )
-    .await;
-    wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: ModelRegistry\nmetadata: {name: kubeflow}\nspec:\n  version: v0.3.7\n  upgradeStrategy: Manual\n";
+    let (ns, op, registries, _) = install(&client, "model-registry", OPERATOR, yaml, TIMEOUT).await;
 
     // Both passwords generated (24 random bytes as hex), not the demo ones.
     let mysql = key_of(
@@ -70,13 +59,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     assert_ne!(mysql, catalog);
     // The placeholder Hugging Face key is the user's to create.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
-    assert!(
-        secrets
-            .get_opt("model-catalog-hf-api-key")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&secrets, "model-catalog-hf-api-key").await);
 
     // Every managed kind is watched and repaired.
     let cr = registries.get("kubeflow").await.expect("cr");
@@ -120,13 +103,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
             "engine": "PostgreSQL", "host": "pg.example.internal", "credentialsSecret": "registry-db"}}}}),
     )
     .await;
-    wait_for("the missing Secret refused", TIMEOUT, || async {
-        let cr = registries.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "SecretMissing" && message.contains("registry-db"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&registries, "SecretMissing", "registry-db", TIMEOUT).await;
     assert_eq!(op.writes().await, before, "nothing written");
     merge(&registries, "kubeflow", json!({"spec": {"database": null}})).await;
     wait_condition(&registries, "kubeflow", "Ready", "True", TIMEOUT).await;
@@ -297,11 +274,7 @@ async fn the_model_registry_keeps_its_passwords_repairs_refuses_and_releases_mys
     assert!(released.contains(&"metadata-mysql"), "{released:?}");
 
     // Removal: the volumes and the passwords that open them stay.
-    registries
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&registries, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&registries, "kubeflow", TIMEOUT).await;
     for claim in [
         "metadata-mysql",
         "metadata-postgres",

@@ -10,11 +10,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::apply_yaml;
+use kubeflow_e2e::component::{degraded, delete_and_wait, install, merge, wait_condition};
+use kubeflow_e2e::objects::wait_all_deleting;
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-notebooks-operator";
@@ -50,16 +50,10 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
-    let ns = TestNamespace::new(&client, "notebooks").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let nbs = component_api(&client, &ns.name, "Notebooks");
-    apply_yaml(
-        &client,
-        &ns.name,
-        &format!("apiVersion: components.kubeflow.org/v1alpha1\nkind: Notebooks\nmetadata: {{name: kubeflow}}\nspec:\n  version: v1.10.0\n  culling: {{enabled: true, idleMinutes: 60}}\n  spawner:\n    images: [\"{LAB}\"]\n    cpu: \"1\"\n    storageClass: fast-ssd\n"),
-    )
-    .await;
-    wait_condition(&nbs, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = &format!(
+        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Notebooks\nmetadata: {{name: kubeflow}}\nspec:\n  version: v1.10.0\n  culling: {{enabled: true, idleMinutes: 60}}\n  spawner:\n    images: [\"{LAB}\"]\n    cpu: \"1\"\n    storageClass: fast-ssd\n"
+    );
+    let (ns, op, nbs, _) = install(&client, "notebooks", OPERATOR, yaml, TIMEOUT).await;
 
     // Culling: in the controller's ConfigMap and its environment.
     let controller = Api::<Deployment>::namespaced(client.clone(), &ns.name)
@@ -111,8 +105,7 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
         json!({"spec": {"spawner": {"defaultImage": "elsewhere.example/lab:9"}}}),
     )
     .await;
-    let refused = wait_condition(&nbs, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&refused, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&nbs, TIMEOUT).await;
     assert_eq!(reason, "InvalidSpec", "{message}");
     assert!(message.contains("spec.spawner.defaultImage"), "{message}");
     assert_eq!(op.writes().await, before, "nothing written");
@@ -166,22 +159,9 @@ async fn notebooks_follow_culling_and_spawner_settings_repair_refuse_upgrade_and
     );
 
     // Removal: the controllers go; the CRDs and the user's Notebook stay.
-    nbs.delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&nbs, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&nbs, "kubeflow", TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    wait_for("the controllers to go", TIMEOUT, || async {
-        deployments
-            .list(&ListParams::default().labels("components.kubeflow.org/component=notebooks"))
-            .await
-            .ok()?
-            .items
-            .iter()
-            .all(|d| d.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
+    wait_all_deleting(&deployments, "notebooks", TIMEOUT).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let kept = crds.get("notebooks.kubeflow.org").await.expect("kept");
     assert!(!kept.labels().contains_key("applyset.kubernetes.io/part-of"));

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::Api;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition};
+use kubeflow_e2e::component::{apply_resource, condition, merge, ready_at, wait_condition};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::{Value, json};
@@ -79,13 +79,8 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
         {"target": {"kind": "ClusterRole", "name": "llmisvc-manager-role"},
          "mergePatch": {"metadata": {"annotations": {"example.com/owner": "ml-platform"}}}},
     ]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec: {version: v0.16.0}\n",
-    )
-    .await;
-    let api = component_api(&client, &ns.name, "Serving");
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec: {version: v0.16.0}\n";
+    let (api, _) = apply_resource(&client, &ns.name, yaml).await;
     merge(&api, "kubeflow", json!({"spec": {"overrides": overrides}})).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
@@ -223,15 +218,7 @@ async fn overrides_survive_repair_and_upgrade_and_bad_ones_are_refused() {
     // Without it, the upgrade goes through and keeps the other two.
     let kept: Vec<Value> = overrides.as_array().cloned().unwrap_or_default()[..2].to_vec();
     merge(&api, "kubeflow", json!({"spec": {"overrides": kept}})).await;
-    wait_for("Ready at v0.18.0", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v0.18.0")))
-        .then_some(())
-    })
-    .await;
+    ready_at(&api, "kubeflow", "v0.18.0", TIMEOUT).await;
     let (env, security, _) = overridden(&deployments, &cms)
         .await
         .expect("the overrides after the upgrade");

@@ -8,12 +8,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
+use kube::api::{Api, DeleteParams, ListParams};
+use kubeflow_e2e::component::{degraded, install, wait_condition, wait_gone};
+use kubeflow_e2e::objects::{config_data, exists, wait_none_left};
 use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
+const OPERATOR: &str = "kubeflow-pipelines-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 fn env_of(d: &Deployment, name: &str) -> Option<k8s_openapi::api::core::v1::EnvVar> {
@@ -28,19 +30,11 @@ fn env_of(d: &Deployment, name: &str) -> Option<k8s_openapi::api::core::v1::EnvV
 #[tokio::test]
 async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Pipelines"], &["pipelines"]).await;
-    let ns = TestNamespace::new(&client, "kfp").await;
-    let _op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.5.0}\n").await;
-    let api = component_api(&client, &ns.name, "Pipelines");
-    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.5.0}\n";
+    let (ns, _op, api, _) = install(&client, "kfp", OPERATOR, yaml, TIMEOUT).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let argo = cms
-        .get("workflow-controller-configmap")
-        .await
-        .expect("argo config")
-        .data
-        .unwrap_or_default();
+    let argo = config_data(&client, &ns.name, "workflow-controller-configmap").await;
     let repo = argo.get("artifactRepository").cloned().unwrap_or_default();
     assert!(
         repo.contains(&format!("minio-service.{}:9000", ns.name)),
@@ -107,13 +101,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
     );
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"volumePolicy": null}})).await;
     wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
-    assert!(
-        deployments
-            .get_opt("seaweedfs")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&deployments, "seaweedfs").await);
     wait_gone(&deployments, "minio", TIMEOUT).await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
     let minio_pvc = pvcs
@@ -139,8 +127,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
         .resource_version();
     let external = json!({"spec": {"database": {"external": {"host": "db.example.internal", "port": 3307, "credentialsSecret": "kfp-db"}}}});
     kubeflow_e2e::component::merge(&api, "kubeflow", external).await;
-    let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&api, TIMEOUT).await;
     assert_eq!(reason, "SecretMissing");
     assert!(
         message.contains(&format!("{}/kfp-db", ns.name)),
@@ -182,16 +169,7 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
 
     // Deletion leaves the volumes and nothing else of the component.
     kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
-    wait_for("the Deployments to go", TIMEOUT, || async {
-        deployments
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    wait_none_left(&deployments, &ListParams::default(), TIMEOUT).await;
     let mut kept: Vec<String> = pvcs
         .list(&Default::default())
         .await
@@ -212,11 +190,8 @@ async fn pipelines_installs_upgrades_uses_external_stores_and_keeps_volumes() {
 async fn pipelines_installs_with_generated_credentials_every_consumer_reads() {
     use k8s_openapi::api::core::v1::Secret;
     let (client, _g) = kubeflow_e2e::component::prepare(&["Pipelines"], &["pipelines"]).await;
-    let ns = TestNamespace::new(&client, "kfp-cred").await;
-    let op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.16.1}\n").await;
-    let api = component_api(&client, &ns.name, "Pipelines");
-    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.16.1}\n";
+    let (ns, op, api, _) = install(&client, "kfp-cred", OPERATOR, yaml, TIMEOUT).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
     let values = |s: &Secret| -> std::collections::BTreeMap<String, String> {
         s.data
@@ -302,13 +277,7 @@ async fn pipelines_installs_with_generated_credentials_every_consumer_reads() {
             );
         }
     }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let argo = cms
-        .get("workflow-controller-configmap")
-        .await
-        .expect("argo config")
-        .data
-        .unwrap_or_default();
+    let argo = config_data(&client, &ns.name, "workflow-controller-configmap").await;
     let repo = argo.get("artifactRepository").cloned().unwrap_or_default();
     assert_eq!(
         repo.matches("mlpipeline-minio-artifact").count(),
@@ -319,7 +288,7 @@ async fn pipelines_installs_with_generated_credentials_every_consumer_reads() {
 
     // Kept, never regenerated: a new operator process reads them back.
     drop(op);
-    let _op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
+    let _op = OperatorProcess::start(OPERATOR, &[]);
     kubeflow_e2e::component::merge(
         &api,
         "kubeflow",
@@ -358,11 +327,8 @@ async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
             .then_some(())
     })
     .await;
-    let ns = TestNamespace::new(&client, "kfp-ocp").await;
-    let op = OperatorProcess::start("kubeflow-pipelines-operator", &[]);
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.15.0, platform: auto}\n").await;
-    let api = component_api(&client, &ns.name, "Pipelines");
-    let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.15.0, platform: auto}\n";
+    let (ns, op, api, cr) = install(&client, "kfp-ocp", OPERATOR, yaml, TIMEOUT).await;
     assert_eq!(
         cr.data.pointer("/status/platform"),
         Some(&json!("openshift"))
@@ -382,13 +348,7 @@ async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
             d.name_any()
         );
     }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let argo = cms
-        .get("workflow-controller-configmap")
-        .await
-        .expect("argo config")
-        .data
-        .unwrap_or_default();
+    let argo = config_data(&client, &ns.name, "workflow-controller-configmap").await;
     assert_eq!(
         argo.get("containerRuntimeExecutor").map(String::as_str),
         Some("emissary")

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, ListParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
+use kubeflow_e2e::component::{
+    apply_resource, component_api, condition, install_training, wait_condition,
+};
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
 
@@ -239,11 +241,7 @@ async fn bad_input_is_refused_and_writes_nothing() {
 #[tokio::test]
 async fn a_write_the_clusters_policy_refuses_is_named_and_recovers() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
-    let ns = TestNamespace::new(&client, "admission").await;
-    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
-    let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
-    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let (ns, _op, trainings, _) = install_training(&client, "admission", TIMEOUT).await;
     let policy = format!("e2e-freeze-{}", ns.name);
     apply_yaml(
         &client,
@@ -521,13 +519,8 @@ async fn no_person_no_host_and_no_known_secret_gets_through() {
     // Katib's demo root password, put back by an override on the Secret
     // the operator generates: refused after the overrides.
     let _op = OperatorProcess::start("kubeflow-katib-operator", &[]);
-    let katibs = component_api(&client, &ns.name, "Katib");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  overrides:\n  - target: {kind: Secret, name: katib-mysql-secrets}\n    mergePatch: {data: {MYSQL_ROOT_PASSWORD: dGVzdA==}}\n",
-    )
-    .await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  overrides:\n  - target: {kind: Secret, name: katib-mysql-secrets}\n    mergePatch: {data: {MYSQL_ROOT_PASSWORD: dGVzdA==}}\n";
+    let (katibs, _) = apply_resource(&client, &ns.name, yaml).await;
     refused(
         &katibs,
         "kubeflow",

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use kube::api::DynamicObject;
-use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, component_api, condition, wait_gone};
+use kubeflow_e2e::component::{
+    ALL_COMPONENTS, ALL_KINDS, apply_resource, component_api, condition, wait_gone,
+};
 use kubeflow_e2e::operator::OperatorProcess;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 
@@ -52,13 +54,8 @@ async fn a_refused_resource_and_a_refused_kubeflow_resource_are_gone_within_seco
     let _meta = OperatorProcess::start("kubeflow-meta-operator", &[]);
 
     // A component resource a tenant creates in their namespace.
-    let pipelines = component_api(&client, &ns.name, "Pipelines");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: mine}\nspec: {version: \"2.15.0\"}\n",
-    )
-    .await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: mine}\nspec: {version: \"2.15.0\"}\n";
+    let (pipelines, _) = apply_resource(&client, &ns.name, yaml).await;
     refused_without_finalizer(&pipelines, "mine").await;
     let took = deleted_quickly(&pipelines, "mine").await;
     eprintln!("refused Pipelines gone {took:?} after its deletion");

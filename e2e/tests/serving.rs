@@ -4,28 +4,21 @@
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use kubeflow_e2e::component::{component_api, condition, wait_condition};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{condition, degraded, install, ready_at, wait_condition};
+use kubeflow_e2e::objects::{config_value, exists, secret_data};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
+const OPERATOR: &str = "kubeflow-serving-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Serving"], &["serving"]).await;
-    let ns = TestNamespace::new(&client, "kserve").await;
-    let _op = OperatorProcess::start("kubeflow-serving-operator", &[]);
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.15.0\n  servingRuntimes: [kserve-sklearnserver, kserve-xgbserver]\n",
-    )
-    .await;
-    let api = component_api(&client, &ns.name, "Serving");
-    wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.15.0\n  servingRuntimes: [kserve-sklearnserver, kserve-xgbserver]\n";
+    let (ns, _op, api, _) = install(&client, "kserve", OPERATOR, yaml, TIMEOUT).await;
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
     let cert = secrets
@@ -48,15 +41,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     for h in vwc.webhooks.unwrap_or_default() {
         assert_eq!(h.client_config.ca_bundle.as_ref(), cert.get("ca.crt"));
     }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let deploy = cms
-        .get("inferenceservice-config")
-        .await
-        .expect("config")
-        .data
-        .unwrap_or_default()
-        .remove("deploy")
-        .unwrap_or_default();
+    let deploy = config_value(&client, &ns.name, "inferenceservice-config", "deploy").await;
     assert!(deploy.contains("\"RawDeployment\""), "{deploy}");
     let runtimes =
         kubeflow_e2e::run_tool("kubectl", &["get", "clusterservingruntimes", "-o", "name"]);
@@ -82,17 +67,10 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
         json!({"spec": {"certificates": "cert-manager"}}),
     )
     .await;
-    let cr = wait_condition(&api, "kubeflow", "Degraded", "True", TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&api, TIMEOUT).await;
     assert_eq!(reason, "PrerequisiteMissing");
     assert!(message.contains("cert-manager"), "{message}");
-    assert!(
-        secrets
-            .get_opt("kserve-webhook-server-cert")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&secrets, "kserve-webhook-server-cert").await);
 
     // Back to self-signed; Serverless mode needs Knative, refused until its
     // CRD exists (a stand-in here), then applied with an upgrade.
@@ -116,14 +94,7 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     apply_yaml(&client, &ns.name, knative).await;
     let cr = wait_condition(&api, "kubeflow", "Ready", "True", TIMEOUT).await;
     assert_eq!(cr.data.pointer("/status/version"), Some(&json!("v0.15.2")));
-    let deploy = cms
-        .get("inferenceservice-config")
-        .await
-        .expect("config")
-        .data
-        .unwrap_or_default()
-        .remove("deploy")
-        .unwrap_or_default();
+    let deploy = config_value(&client, &ns.name, "inferenceservice-config", "deploy").await;
     assert!(deploy.contains("\"Serverless\""), "{deploy}");
 
     // v0.16.0 adds the LLMInferenceService controller, with a webhook server
@@ -131,22 +102,9 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     // and both llmisvc CRDs' conversion webhooks carry that Secret's CA, not
     // an empty caBundle.
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.16.0"}})).await;
-    let cr = wait_for("Ready at v0.16.0", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v0.16.0")))
-        .then_some(cr)
-    })
-    .await;
+    let cr = ready_at(&api, "kubeflow", "v0.16.0", TIMEOUT).await;
     assert!(cr.data.pointer("/status/version").is_some());
-    let llmisvc = secrets
-        .get("llmisvc-webhook-server-cert")
-        .await
-        .expect("the llmisvc webhook server's certificate")
-        .data
-        .unwrap_or_default();
+    let llmisvc = secret_data(&client, &ns.name, "llmisvc-webhook-server-cert").await;
     let ca = llmisvc.get("ca.crt").expect("ca.crt");
     assert_ne!(Some(ca), cert.get("ca.crt"), "a CA of its own");
     let vwc = vwcs
@@ -162,21 +120,8 @@ async fn serving_installs_with_its_own_certificate_follows_the_spec_and_upgrades
     // v0.18.0 adds the local-model controller's webhook server, and
     // conversion webhooks on both llmisvc CRDs (v1alpha1 and v1alpha2).
     kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "v0.18.0"}})).await;
-    wait_for("Ready at v0.18.0", TIMEOUT, || async {
-        let cr = api.get("kubeflow").await.ok()?;
-        let (s, _, _, g) = condition(&cr, "Ready")?;
-        (s == "True"
-            && g == cr.metadata.generation
-            && cr.data.pointer("/status/version") == Some(&json!("v0.18.0")))
-        .then_some(())
-    })
-    .await;
-    let localmodel = secrets
-        .get("localmodel-webhook-server-cert")
-        .await
-        .expect("the local-model webhook server's certificate")
-        .data
-        .unwrap_or_default();
+    ready_at(&api, "kubeflow", "v0.18.0", TIMEOUT).await;
+    let localmodel = secret_data(&client, &ns.name, "localmodel-webhook-server-cert").await;
     let local_ca = localmodel.get("ca.crt").expect("ca.crt");
     let vwc = vwcs
         .get("localmodelcache.serving.kserve.io")

@@ -12,11 +12,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, merge, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::component::{delete_and_wait, install, merge, wait_condition, wait_degraded};
+use kubeflow_e2e::objects::{exists, first_args};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-spark-operator";
@@ -24,29 +24,15 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const USER_APP: &str = "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\nmetadata: {name: user-spark}\nspec:\n  type: Python\n  mode: cluster\n  image: example.invalid/spark:3.5\n  mainApplicationFile: local:///opt/app/main.py\n  sparkVersion: 3.5.5\n  driver: {cores: 1, memory: 512m, serviceAccount: default-editor}\n  executor: {instances: 1, cores: 1, memory: 512m}\n";
 
 async fn args(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .expect("deployment")
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers[0].args.clone())
-        .unwrap_or_default()
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    first_args(deployments.get(name).await.expect("deployment"))
 }
 
 #[tokio::test]
 async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_own() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Spark"], &["spark"]).await;
-    let ns = TestNamespace::new(&client, "spark").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let sparks = component_api(&client, &ns.name, "Spark");
-    apply_yaml(
-        &client,
-        &ns.name,
-        "apiVersion: components.kubeflow.org/v1alpha1\nkind: Spark\nmetadata: {name: kubeflow}\nspec:\n  version: \"2.5.0\"\n  jobNamespaces: [team-a, team-b]\n  batchScheduler: YuniKorn\n",
-    )
-    .await;
-    wait_condition(&sparks, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Spark\nmetadata: {name: kubeflow}\nspec:\n  version: \"2.5.0\"\n  jobNamespaces: [team-a, team-b]\n  batchScheduler: YuniKorn\n";
+    let (ns, op, sparks, _) = install(&client, "spark", OPERATOR, yaml, TIMEOUT).await;
 
     let controller = args(&client, &ns.name, "spark-operator-controller").await;
     let webhook = args(&client, &ns.name, "spark-operator-webhook").await;
@@ -76,26 +62,14 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
         json!({"spec": {"batchScheduler": "Volcano"}}),
     )
     .await;
-    wait_for("Volcano refused", TIMEOUT, || async {
-        let cr = sparks.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "PrerequisiteMissing" && message.contains("Volcano"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&sparks, "PrerequisiteMissing", "Volcano", TIMEOUT).await;
     merge(
         &sparks,
         "kubeflow",
         json!({"spec": {"batchScheduler": null, "jobNamespaces": ["team-a", "team-a"]}}),
     )
     .await;
-    wait_for("the repeated namespace refused", TIMEOUT, || async {
-        let cr = sparks.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "InvalidSpec" && message.contains("spec.jobNamespaces[1]"))
-            .then_some(())
-    })
-    .await;
+    wait_degraded(&sparks, "InvalidSpec", "spec.jobNamespaces[1]", TIMEOUT).await;
     assert_eq!(op.writes().await, before, "nothing written");
     assert_eq!(
         args(&client, &ns.name, "spark-operator-controller").await,
@@ -149,11 +123,7 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
     apply_yaml(&client, &ns.name, USER_APP).await;
     let user_uid = apps.get("user-spark").await.expect("app").uid();
 
-    sparks
-        .delete("kubeflow", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&sparks, "kubeflow", TIMEOUT).await;
+    delete_and_wait(&sparks, "kubeflow", TIMEOUT).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
     assert!(
         secrets
@@ -163,13 +133,7 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
             .is_none_or(|s| s.metadata.deletion_timestamp.is_some()),
         "the webhook's certificate goes"
     );
-    assert!(
-        secrets
-            .get_opt("someone-elses")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    assert!(exists(&secrets, "someone-elses").await);
     let leases: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         &ns.name,

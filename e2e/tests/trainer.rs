@@ -9,10 +9,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::core::GroupVersionKind;
-use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
-use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::component::{degraded, install, wait_condition, wait_gone};
 use kubeflow_e2e::rotator;
-use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
+use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-trainer-operator";
@@ -51,11 +50,8 @@ fn names(list: Vec<DynamicObject>) -> Vec<String> {
 #[tokio::test]
 async fn trainer_installs_with_jobset_leaves_certificates_to_its_controllers_and_cleans_up() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Trainer"], &["trainer"]).await;
-    let ns = TestNamespace::new(&client, "trainer").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let trainers = component_api(&client, &ns.name, "Trainer");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec:\n  version: v2.1.0\n  runtimes: [torch-distributed, deepspeed-distributed]\n  controller: {trainJobConcurrency: 8}\n").await;
-    let cr = wait_condition(&trainers, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec:\n  version: v2.1.0\n  runtimes: [torch-distributed, deepspeed-distributed]\n  controller: {trainJobConcurrency: 8}\n";
+    let (ns, op, trainers, cr) = install(&client, "trainer", OPERATOR, yaml, READY_TIMEOUT).await;
     let status = |p: &str| cr.data.pointer(p).cloned();
     assert_eq!(status("/status/version"), Some(json!("v2.1.0")));
     assert_eq!(
@@ -185,8 +181,7 @@ async fn trainer_installs_with_jobset_leaves_certificates_to_its_controllers_and
         json!({"spec": {"runtimes": ["torch-distributed", "no-such-runtime"], "replicas": 3}}),
     )
     .await;
-    let cr = wait_condition(&trainers, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&trainers, READY_TIMEOUT).await;
     assert_eq!(reason, "InvalidSpec");
     assert!(
         message.contains("no-such-runtime") && message.contains("mlx-distributed"),

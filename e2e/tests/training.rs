@@ -9,7 +9,10 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
-use kubeflow_e2e::component::{component_api, condition, wait_condition, wait_gone};
+use kubeflow_e2e::component::{
+    component_api, condition, degraded, install, wait_condition, wait_gone,
+};
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::repair::repair_time;
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
@@ -21,11 +24,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 #[tokio::test]
 async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
-    let ns = TestNamespace::new(&client, "training").await;
-    let op = OperatorProcess::start(OPERATOR, &[]);
-    let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec:\n  version: v1.9.2\n  jobKinds: [TFJob, PyTorchJob]\n").await;
-    let cr = wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Training\nmetadata: {name: kubeflow}\nspec:\n  version: v1.9.2\n  jobKinds: [TFJob, PyTorchJob]\n";
+    let (ns, op, trainings, cr) = install(&client, "training", OPERATOR, yaml, READY_TIMEOUT).await;
     assert_eq!(
         cr.data.pointer("/status/version").and_then(|v| v.as_str()),
         Some("v1.9.2")
@@ -297,8 +297,7 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         json!({"spec": {"version": "v9.9.9"}}),
     )
     .await;
-    let cr = wait_condition(&trainings, "kubeflow", "Degraded", "True", READY_TIMEOUT).await;
-    let (_, reason, message, _) = condition(&cr, "Degraded").expect("Degraded");
+    let (reason, message) = degraded(&trainings, READY_TIMEOUT).await;
     assert_eq!(reason, "UnknownVersion");
     assert!(
         message.contains("v9.9.9") && message.contains("v1.9.2"),
@@ -394,20 +393,8 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         .await
         .expect("delete CR");
     wait_gone(&trainings, "kubeflow", Duration::from_secs(30)).await;
-    assert!(
-        roles
-            .get_opt("training-operator")
-            .await
-            .expect("get")
-            .is_none()
-    );
-    assert!(
-        webhooks
-            .get_opt("validator.training-operator.kubeflow.org")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&roles, "training-operator").await);
+    assert!(!exists(&webhooks, "validator.training-operator.kubeflow.org").await);
     assert!(
         crds.get_opt("tfjobs.kubeflow.org")
             .await

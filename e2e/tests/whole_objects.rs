@@ -13,9 +13,8 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
-use kubeflow_e2e::component::{component_api, wait_condition};
-use kubeflow_e2e::operator::OperatorProcess;
-use kubeflow_e2e::{TestNamespace, apply_yaml, run_tool, wait_for};
+use kubeflow_e2e::component::{install_training, wait_condition};
+use kubeflow_e2e::{run_tool, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const WEBHOOK: &str = "validator.training-operator.kubeflow.org";
@@ -49,11 +48,7 @@ fn volumes(d: &Deployment) -> Vec<String> {
 #[tokio::test]
 async fn fields_others_add_to_what_grants_or_runs_are_removed_others_stay() {
     let (client, _g) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
-    let ns = TestNamespace::new(&client, "whole").await;
-    let _op = OperatorProcess::start("kubeflow-training-operator", &[]);
-    let trainings = component_api(&client, &ns.name, "Training");
-    apply_yaml(&client, &ns.name, kubeflow_e2e::component::TRAINING_CR).await;
-    wait_condition(&trainings, "kubeflow", "Ready", "True", TIMEOUT).await;
+    let (ns, _op, trainings, _) = install_training(&client, "whole", TIMEOUT).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // An edit that points an object's owner labels at another CR and, in

@@ -926,22 +926,11 @@ async fn device_plugins_over_nodes(client: &Client, n: usize, pid: u32) -> (f64,
     let rss = proc_usage(pid).0;
     delete_and_wait(&api, "kubeflow", LONG).await;
     ns.delete().await;
+    let growth = kube::api::ListParams::default().labels("bench=growth");
     let _ = nodes
-        .delete_collection(
-            &DeleteParams::default(),
-            &kube::api::ListParams::default().labels("bench=growth"),
-        )
+        .delete_collection(&DeleteParams::default(), &growth)
         .await;
-    wait_for("bench nodes to go", LONG, || async {
-        nodes
-            .list(&kube::api::ListParams::default().labels("bench=growth"))
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    kubeflow_e2e::objects::wait_none_left(&nodes, &growth, LONG).await;
     ((secs * 10.0).round() / 10.0, (rss * 10.0).round() / 10.0)
 }
 

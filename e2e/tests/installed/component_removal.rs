@@ -7,6 +7,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kubeflow_e2e::component::{component_api, condition, merge, wait_gone};
 use kubeflow_e2e::demo::KUBEFLOW_NAMESPACE;
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::wait::wait_for;
 use serde_json::json;
 
@@ -34,12 +35,5 @@ pub async fn check(client: &kube::Client) {
             .then_some(())
     })
     .await;
-    assert!(
-        workloads
-            .get_opt("ml-pipeline")
-            .await
-            .expect("get")
-            .is_some(),
-        "pipelines stays"
-    );
+    assert!(exists(&workloads, "ml-pipeline").await, "pipelines stays");
 }

@@ -18,6 +18,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{component_api, condition, merge, profile_namespace, wait_gone};
 use kubeflow_e2e::demo::KUBEFLOW_NAMESPACE;
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::wait::wait_for;
 use serde_json::{Value, json};
 
@@ -169,11 +170,7 @@ pub async fn check(client: &kube::Client) {
     wait_gone(&bindings, USER_BINDING, TIMEOUT).await;
     wait_gone(&policies, USER_BINDING, TIMEOUT).await;
     assert!(
-        bindings
-            .get_opt(GROUP_BINDING)
-            .await
-            .expect("get")
-            .is_some(),
+        exists(&bindings, GROUP_BINDING).await,
         "the group keeps its access"
     );
 

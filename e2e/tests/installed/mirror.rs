@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use kube::api::DynamicObject;
-use kubeflow_e2e::component::{component_api, condition, merge, ready_at};
+use kubeflow_e2e::component::{component_api, merge, ready_at, wait_degraded, wait_not_ready};
 use kubeflow_e2e::demo::{KUBEFLOW_NAMESPACE, tool_ok};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use kubeflow_operator::images;
@@ -127,12 +127,7 @@ pub async fn check(client: &kube::Client) {
         json!({"spec": {"components": {"training": {"spec": {"imageRegistry": "https://registry.local"}}}}}),
     )
     .await;
-    let message = wait_for("the refusal of a URL as a registry", TIMEOUT, || async {
-        let cr = trainings.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Ready")?;
-        (status == "False" && reason == "InvalidSpec").then_some(message)
-    })
-    .await;
+    let message = wait_not_ready(&trainings, "InvalidSpec", TIMEOUT).await;
     assert!(message.contains("spec.imageRegistry"), "{message}");
     let image = deployment_image(client, ns, "training-operator").await;
     assert!(image.starts_with(MIRROR), "unchanged: {image}");
@@ -154,16 +149,7 @@ pub async fn check(client: &kube::Client) {
     )
     .await;
     let trainers = component_api(client, ns, "Trainer");
-    let message = wait_for(
-        "the refusal of images without a digest",
-        TIMEOUT,
-        || async {
-            let cr = trainers.get("kubeflow").await.ok()?;
-            let (status, reason, message, _) = condition(&cr, "Ready")?;
-            (status == "False" && reason == "ImageDigestMissing").then_some(message)
-        },
-    )
-    .await;
+    let message = wait_not_ready(&trainers, "ImageDigestMissing", TIMEOUT).await;
     assert!(
         message.contains("spec.imageDigests") && message.contains(MIRROR),
         "{message}"
@@ -208,12 +194,7 @@ pub async fn check(client: &kube::Client) {
     // last held stay applied, Degraded says the map is missing, and a
     // deleted object of the component is still put back.
     tool_ok_or_none(&["-n", ns, "delete", "configmap", "digests"]);
-    let message = wait_for("Degraded for the missing map", TIMEOUT, || async {
-        let cr = trainings.get("kubeflow").await.ok()?;
-        let (status, reason, message, _) = condition(&cr, "Degraded")?;
-        (status == "True" && reason == "PrerequisiteMissing").then_some(message)
-    })
-    .await;
+    let message = wait_degraded(&trainings, "PrerequisiteMissing", "", TIMEOUT).await;
     assert!(message.contains("last held"), "{message}");
     tool_ok_or_none(&["-n", ns, "delete", "serviceaccount", "training-operator"]);
     wait_for("the ServiceAccount put back", TIMEOUT, || async {

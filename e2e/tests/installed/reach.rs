@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams};
 use kubeflow_e2e::access::{self, Request};
-use kubeflow_e2e::component::{component_api, condition, delete_and_wait};
+use kubeflow_e2e::component::{component_api, delete_and_wait, wait_not_ready};
 use kubeflow_e2e::demo::{
     COMPONENTS, Demo, KUBEFLOW_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, tool_ok,
 };
@@ -1144,16 +1144,7 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // and nothing is created for it, cluster-wide or in its namespace.
     apply_yaml(&client, "team-a", kubeflow_e2e::component::TRAINING_CR).await;
     let trainings = component_api(&client, "team-a", "Training");
-    let message = wait_for(
-        "NamespaceNotAllowed on the tenant's CR",
-        TIMEOUT,
-        || async {
-            let cr = trainings.get("kubeflow").await.ok()?;
-            let (status, reason, message, _) = condition(&cr, "Ready")?;
-            (status == "False" && reason == "NamespaceNotAllowed").then_some(message)
-        },
-    )
-    .await;
+    let message = wait_not_ready(&trainings, "NamespaceNotAllowed", TIMEOUT).await;
     assert!(message.contains("allowedNamespaces"), "{message}");
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     for b in bindings

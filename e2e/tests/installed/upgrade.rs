@@ -16,6 +16,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kubeflow_e2e::component::{component_api, condition};
 use kubeflow_e2e::demo::{COMPONENTS, Demo, KUBEFLOW_NAMESPACE};
+use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::user_objects;
 use kubeflow_e2e::wait::wait_for;
 use serde_json::Value;
@@ -152,13 +153,7 @@ async fn upgraded_as_it_must(
             .contains_key("applyset.kubernetes.io/part-of"),
         "in use: the component's inventory holds it"
     );
-    assert!(
-        claims
-            .get_opt("metadata-postgres")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!exists(&claims, "metadata-postgres").await);
     let registry = component_api(client, KUBEFLOW_NAMESPACE, "ModelRegistry")
         .get("kubeflow")
         .await
