@@ -141,12 +141,34 @@ pub async fn wait_condition(
     status: &str,
     timeout: Duration,
 ) -> DynamicObject {
-    wait_for(&format!("{name} {type_}={status}"), timeout, || async {
-        let obj = api.get(name).await.ok()?;
-        let (s, _, _, g) = condition(&obj, type_)?;
-        (s == status && g == obj.metadata.generation).then_some(obj)
-    })
-    .await
+    let what = format!("{name} {type_}={status}");
+    let waited = tokio::time::timeout(
+        timeout,
+        wait_for(&what, timeout + Duration::from_secs(60), || async {
+            let obj = api.get(name).await.ok()?;
+            let (s, _, _, g) = condition(&obj, type_)?;
+            (s == status && g == obj.metadata.generation).then_some(obj)
+        }),
+    )
+    .await;
+    match waited {
+        Ok(obj) => obj,
+        // What the resource last said is what a failure must show: a
+        // timeout alone does not tell a slow install from a refusal.
+        Err(_) => {
+            let last = api
+                .get(name)
+                .await
+                .map(|o| {
+                    serde_json::to_string_pretty(
+                        o.data.pointer("/status/conditions").unwrap_or(&Value::Null),
+                    )
+                    .unwrap_or_default()
+                })
+                .unwrap_or_else(|e| format!("(cannot read it: {e})"));
+            panic!("timed out after {timeout:?} waiting for {what}; its conditions: {last}")
+        }
+    }
 }
 
 /// Waits until the resource `kubeflow` is Degraded (`True`) for `reason`,
