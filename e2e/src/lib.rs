@@ -200,7 +200,7 @@ impl Drop for Serial {
 
 /// One `[test time]` line for the running test, on standard error (not
 /// through `eprintln!`, which the harness captures).
-fn print_time(what: &str) {
+pub fn print_time(what: &str) {
     use std::io::Write;
     // libtest names each test's thread after the test.
     let thread = std::thread::current();

@@ -188,10 +188,10 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
     // watches' caches answer).
     let started = Instant::now();
     let before = settled(client, demo).await;
-    eprintln!(
+    kubeflow_e2e::print_time(&format!(
         "conformance: at rest after {:.0} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     tokio::time::sleep(AT_REST).await;
     let after = counts(demo).await;
     for (c, b) in &before {
@@ -252,10 +252,10 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
         );
     }
 
-    eprintln!(
+    kubeflow_e2e::print_time(&format!(
         "conformance: forced reconciles checked at {:.0} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     // Every managed kind repaired after a deletion and after an edit. A few
     // components at a time: each waits on its own operator, and one after
     // another they were half of the suite's time; not all at once, so that
@@ -273,8 +273,8 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
             assert_every_kind_repaired_but(client, &cr, must, UNDELETABLE).await;
         })
         .await;
-    eprintln!(
+    kubeflow_e2e::print_time(&format!(
         "conformance: repairs checked at {:.0} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
 }

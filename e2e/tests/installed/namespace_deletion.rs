@@ -53,7 +53,10 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
-    eprintln!("namespace deletion: the namespace gone at {}", at());
+    kubeflow_e2e::print_time(&format!(
+        "namespace deletion: the namespace gone at {}",
+        at()
+    ));
     let refused = demo.forbidden();
 
     // Nothing the operators managed is left but CRDs: no cluster role,
@@ -94,16 +97,19 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             "--wait=true",
         ],
     );
-    eprintln!(
+    kubeflow_e2e::print_time(&format!(
         "namespace deletion: checked and the profile deleted at {}",
         at()
-    );
+    ));
     drop(demo);
     tool_ok(
         "helm",
         &["uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait"],
     );
-    eprintln!("namespace deletion: the chart uninstalled at {}", at());
+    kubeflow_e2e::print_time(&format!(
+        "namespace deletion: the chart uninstalled at {}",
+        at()
+    ));
     // Retained CRDs keep which component they came from, but no inventory
     // holds them.
     assert_eq!(
@@ -132,10 +138,10 @@ pub async fn check(client: &kube::Client, demo: Demo) {
             .map(|own| wait_gone(&namespaces, own, TIMEOUT)),
     )
     .await;
-    eprintln!(
+    kubeflow_e2e::print_time(&format!(
         "namespace deletion: the chart's namespaces gone at {}",
         at()
-    );
+    ));
     // Only CRDs remain: the project's own (Helm never deletes CRDs) and the
     // bundles' (kept by default, released from the project's labels).
     let crds = tool_ok("kubectl", &["get", "crds", "-o", "name"]);
