@@ -83,13 +83,29 @@ pub async fn prepare_auth() -> (Client, crate::Serial) {
     let (client, guard) = crate::component::prepare(&["Auth"], &["auth"]).await;
     crate::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let _ = namespaces
+    // One an earlier test deleted may still be going: wait, then make it.
+    if let Ok(Some(ns)) = namespaces.get_opt("istio-system").await
+        && ns.metadata.deletion_timestamp.is_some()
+    {
+        crate::component::wait_gone(
+            &namespaces,
+            "istio-system",
+            std::time::Duration::from_secs(120),
+        )
+        .await;
+    }
+    match namespaces
         .create(
             &PostParams::default(),
             &serde_json::from_value(serde_json::json!({"metadata": {"name": "istio-system"}}))
                 .expect("ns"),
         )
-        .await;
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("cannot make istio-system: {e}"),
+    }
     for (kind, plural) in [
         ("AuthorizationPolicy", "authorizationpolicies"),
         ("RequestAuthentication", "requestauthentications"),

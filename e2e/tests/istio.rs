@@ -110,8 +110,11 @@ async fn istio_installs_repairs_upgrades_and_is_removed_from_istio_system() {
         !kept.labels().contains_key("applyset.kubernetes.io/part-of"),
         "released: no inventory holds it"
     );
+    // Waited for: a test after this one that needs the namespace (Auth's)
+    // would otherwise meet it terminating (CI: login.rs after istio.rs).
     let _ = namespaces
         .delete("istio-system", &DeleteParams::default())
         .await;
+    kubeflow_e2e::component::wait_gone(&namespaces, "istio-system", TIMEOUT).await;
     ns.delete().await;
 }
