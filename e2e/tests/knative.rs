@@ -202,6 +202,29 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
         .expect("delete the Service");
     wait_gone(&services, "hello", TIMEOUT).await;
     wait_gone(&revisions, "hello-00001", TIMEOUT).await;
+    // The Route and Configuration too: each holds the controller's
+    // finalizer, and one left when the controller stops holds its CRD's
+    // deletion below, and every later test's sweep (CI: meta.rs waited
+    // 180 s for routes.serving.knative.dev in each of its five tests).
+    for (kind, plural) in [("Route", "routes"), ("Configuration", "configurations")] {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns.name,
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("serving.knative.dev", "v1", kind),
+                plural,
+            ),
+        );
+        wait_for(&format!("every {kind} gone"), TIMEOUT, || async {
+            api.list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+    }
     drop(ctl);
 
     // KServe's Serverless mode is accepted now that Knative is there.
