@@ -60,7 +60,11 @@ pub async fn cleanup(
     let custom = kinds::custom_kinds(&live_objects);
     // Within its wave, an aggregated ClusterRole waits for its sources; and
     // none is left aggregating while anything is deleted (see aggregation).
-    let aggregated = aggregation::levels(&live_objects);
+    let aggregated = if members.iter().any(|m| kind(&m.object) == "ClusterRole") {
+        aggregation::levels(engine, inv).await?
+    } else {
+        BTreeMap::new()
+    };
     let disarmed: Vec<String> = members
         .iter()
         .filter(|m| kind(&m.object) == "ClusterRole" && !retain(&m.object))

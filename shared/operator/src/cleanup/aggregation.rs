@@ -16,46 +16,51 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
-use crate::apply::Engine;
+use crate::apply::{ApplyError, Engine};
+use crate::inventory::Inventory;
 
 /// Deepest aggregation chain followed (Kubeflow's view -> edit -> admin is 3).
 const MAX_LEVEL: u8 = 8;
 
-/// Each of the given members' aggregated ClusterRoles by name, with its
-/// level: 1 for one that selects only plain roles, one more than the
-/// deepest aggregated role it selects otherwise. Plain roles are absent
-/// (level 0). Read from the members the cleanup already listed (the
-/// inventory's ClusterRoles), not listed again.
-pub fn levels(members: &[DynamicObject]) -> BTreeMap<String, u8> {
-    let roles: Vec<ClusterRole> = members
-        .iter()
-        .filter(|o| crate::kinds::kind(o) == "ClusterRole")
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
-    levels_of(&roles)
+/// Each of the inventory's aggregated ClusterRoles by name, with its level:
+/// 1 for one that selects only plain roles, one more than the deepest
+/// aggregated role it selects otherwise. Plain roles are absent (level 0).
+pub async fn levels(engine: &Engine, inv: &Inventory) -> Result<BTreeMap<String, u8>, ApplyError> {
+    let api: Api<ClusterRole> = Api::all(engine.client().clone());
+    let roles = api
+        .list(&ListParams::default().labels(&inv.selector()))
+        .await
+        .map_err(|source| ApplyError::Api {
+            verb: "list",
+            object: "ClusterRole".into(),
+            source,
+        })?;
+    Ok(levels_of(&roles.items))
 }
 
 /// Takes the aggregation rule (and the rules the controller wrote from it)
 /// off each of `names` that still has one, so that Kubernetes' controller
 /// no longer writes it. A role already gone is no error; any other refusal
 /// is logged and the removal goes on (the deletion order still holds).
-pub async fn disarm(engine: &Engine, names: &[String]) {
+/// How many were changed.
+pub async fn disarm(engine: &Engine, names: &[String]) -> usize {
     let api: Api<ClusterRole> = Api::all(engine.client().clone());
     // A merge patch, not an apply: the role is about to be deleted, and the
     // admission pins admit a bundle role with no rules.
     let patch = Patch::Merge(serde_json::json!({"aggregationRule": null, "rules": []}));
+    let mut changed = 0;
     for name in names {
         match api.patch(name, &PatchParams::default(), &patch).await {
-            Ok(_) => {}
+            Ok(_) => changed += 1,
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(error) => {
                 tracing::warn!(%name, %error, "could not take the aggregation rule off before deleting the role");
             }
         }
     }
+    changed
 }
 
 /// [`levels`] over roles already read.
