@@ -307,12 +307,7 @@ stop_pid_file() {
   local f=$1 pid
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 40; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
-  fi
-  return 0
+  [ -z "$pid" ] || stop_pids "$pid"
 }
 
 # Stops the node (processes, mounts, chains, cgroups, bridge, kernel

@@ -8,12 +8,13 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 /// The scripts each mode runs, beside `e2e/prerequisites` itself.
-/// `e2e/cluster` sources `e2e/node/node.sh` but calls it only with the real
+/// `e2e/cluster` sources `e2e/processes.sh` and `e2e/node/node.sh` but calls it only with the real
 /// node, which the process demo leaves out.
-const DEMO: &[&str] = &["e2e/demo", "e2e/cluster"];
+const DEMO: &[&str] = &["e2e/demo", "e2e/cluster", "e2e/processes.sh"];
 const PODS: &[&str] = &[
     "e2e/demo",
     "e2e/cluster",
+    "e2e/processes.sh",
     "e2e/node/node.sh",
     "images/build",
     "images/pack",
@@ -21,6 +22,7 @@ const PODS: &[&str] = &[
 const CI: &[&str] = &[
     "e2e/demo",
     "e2e/cluster",
+    "e2e/processes.sh",
     "e2e/node/node.sh",
     "images/build",
     "images/pack",

@@ -5,8 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::FutureExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
@@ -36,6 +38,8 @@ pub const FINALIZER: &str = "platform.kubeflow.org/cleanup";
 struct Meta {
     engine: Engine,
     tools: Tools,
+    /// The child CRs as the watches last saw them, per component.
+    children: BTreeMap<ComponentKind, Store<DynamicObject>>,
 }
 
 #[kubeflow_operator::async_trait::async_trait]
@@ -63,26 +67,31 @@ impl Reconciler for Meta {
 /// Runs the meta-operator until SIGTERM.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let rt = runner::start(NAME, &args).await?;
-    let meta = Meta {
-        engine: Engine::new(rt.client.clone(), NAME),
-        tools: Tools::new(rt.client.clone(), rt.metrics.clone(), NAME),
-    };
     let c = &rt.client;
     let cfg = || watcher::Config::default().any_semantic();
     // Each child kind's watch backs off on its own (see `watches`): one per
-    // component of the registry, read as dynamic objects (only their owner
-    // references matter here).
+    // component of the registry, read as dynamic objects, kept in a store
+    // the reconciles read the children from.
     let mut controller = Controller::new(Api::<Kubeflow>::all(c.clone()), cfg())
         .trigger_backoff(watches::trigger_backoff());
+    let mut children = BTreeMap::new();
     for component in ComponentKind::ORDER {
         let resource = component.api_resource();
-        let children = watches::isolated(
+        let writer = Writer::new(resource.clone());
+        children.insert(component, writer.as_reader());
+        let stream = watches::isolated_into(
             Api::<DynamicObject>::all_with(c.clone(), &resource),
             cfg(),
             resource.plural.clone(),
+            writer,
         );
-        controller = controller.owns_stream_with(children, resource);
+        controller = controller.owns_stream_with(stream, resource);
     }
+    let meta = Meta {
+        engine: Engine::new(rt.client.clone(), NAME),
+        tools: Tools::new(rt.client.clone(), rt.metrics.clone(), NAME),
+        children,
+    };
     kubeflow_operator::controller::run(meta, controller, rt).await;
     Ok(())
 }
@@ -93,8 +102,11 @@ fn refused(status: &mut KubeflowStatus, refusal: Refusal) -> Failure {
     Failure::Refused(refusal)
 }
 
-/// Reads the live child CRs, all at once (one at a time, six round trips
-/// stood in every reconcile the children's status changes cause).
+/// The live child CRs: from the children's watches, or, for a kind whose
+/// watch has not listed yet (its CRD not served, the operator just
+/// started), from the API server, so a child is never taken for missing
+/// only because its watch is late. A store may lag a write by the time its
+/// event takes to arrive; that event brings the next reconcile.
 async fn live_children(
     ctx: &Meta,
     kf: &Kubeflow,
@@ -102,10 +114,19 @@ async fn live_children(
     let ns = kf.namespace().unwrap_or_default();
     let name = kf.name_any();
     let reads = ComponentKind::ORDER.into_iter().map(|component| {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.tools.client.clone(), &ns, &component.api_resource());
+        let resource = component.api_resource();
+        let store = ctx.children.get(&component);
         let name = name.clone();
+        let ns = ns.clone();
         async move {
+            if let Some(store) =
+                store.filter(|s| matches!(s.wait_until_ready().now_or_never(), Some(Ok(()))))
+            {
+                let key = ObjectRef::new_with(&name, resource).within(&ns);
+                return Ok(store.get(&key).map(|o| (component, (*o).clone())));
+            }
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.tools.client.clone(), &ns, &resource);
             match api.get_opt(&name).await {
                 Ok(found) => Ok(found.map(|o| (component, o))),
                 // The component's CRD not being installed reads as "no child".

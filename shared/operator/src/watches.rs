@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
-use kube::runtime::watcher;
+use kube::runtime::{reflector, watcher};
 
 use crate::bundle;
 use crate::rbac::Permissions;
@@ -101,20 +101,63 @@ pub fn isolated<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    watcher::watcher(api, config)
-        .backoff(WatchBackoff::default())
-        .touched_objects()
-        .filter_map(move |r| {
-            let out = match r {
-                Ok(o) => Some(Ok(o)),
-                Err(e) => {
-                    // A kind not served yet (its CRD comes with the bundle) fails until it is.
-                    tracing::debug!(watch = %what, error = %e, "watch failed; retrying on its own backoff");
-                    None
-                }
-            };
-            futures::future::ready(out)
-        })
+    quiet(
+        watcher::watcher(api, config)
+            .backoff(WatchBackoff::default())
+            .touched_objects(),
+        what,
+    )
+}
+
+/// `isolated`, also keeping what it sees in `writer`'s store: a controller
+/// that reads these objects in every reconcile reads them from memory
+/// instead of asking the API server each time (the meta-operator read its
+/// fifteen children with fifteen GETs per reconcile: 19,000 GETs in one
+/// install and upgrade).
+pub fn isolated_into<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: String,
+    writer: reflector::store::Writer<K>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    quiet(
+        watcher::watcher(api, config)
+            .backoff(WatchBackoff::default())
+            .reflect(writer)
+            .touched_objects(),
+        what,
+    )
+}
+
+/// Drops a watch's errors after logging them (its backoff retries it).
+fn quiet<K>(
+    objects: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    what: String,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+{
+    objects.filter_map(move |r| {
+        let out = match r {
+            Ok(o) => Some(Ok(o)),
+            Err(e) => {
+                // A kind not served yet (its CRD comes with the bundle) fails until it is.
+                tracing::debug!(watch = %what, error = %e, "watch failed; retrying on its own backoff");
+                None
+            }
+        };
+        futures::future::ready(out)
+    })
 }
 
 /// A kind to watch, and whether it is watched per namespace.

@@ -94,7 +94,13 @@ impl From<DereferenceError> for Failure {
 pub async fn require_crd(client: &Client, crd: &str, why: &str) -> Result<(), DereferenceError> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds.get_opt(crd).await {
+    // Its metadata from the API server's cache (resourceVersion 0): this
+    // runs in every reconcile, and reading the whole CRD (KServe's are
+    // 780 KB) from etcd cost the server a decode and an encode each time.
+    match crds
+        .get_metadata_opt_with(crd, &kube::api::GetParams::any())
+        .await
+    {
         Ok(Some(_)) => Ok(()),
         Ok(None) => {
             Err(Refusal::new(Reason::PrerequisiteMissing, format!("{why} (no {crd} CRD)")).into())

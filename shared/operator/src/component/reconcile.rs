@@ -214,7 +214,12 @@ async fn admitted_by_pod_security<C: Component>(
         if namespace.is_empty() || need.level == Level::Restricted {
             continue;
         }
-        let labels = match api.get_metadata_opt(&namespace).await {
+        // From the API server's cache (resourceVersion 0): this runs in
+        // every reconcile, and a read from etcd decoded the namespace each time.
+        let labels = match api
+            .get_metadata_opt_with(&namespace, &kube::api::GetParams::any())
+            .await
+        {
             Ok(Some(m)) => m.metadata.labels.unwrap_or_default(),
             // Not made yet (by the bundle itself): nothing enforced there.
             Ok(None) => continue,
