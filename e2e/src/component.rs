@@ -107,12 +107,46 @@ pub async fn wait_condition_where(
     timeout: Duration,
     accept: impl Fn(&str, &str, &str) -> bool,
 ) -> String {
-    wait_for(what, timeout, || async {
-        let obj = api.get(name).await.ok()?;
-        let (status, reason, message, _) = condition(&obj, type_)?;
+    wait_object(api, name, what, timeout, |obj| {
+        let (status, reason, message, _) = condition(obj, type_)?;
         accept(&status, &reason, &message).then_some(message)
     })
     .await
+}
+
+/// Waits until `pick` finds what it wants in the resource `name`. A timeout
+/// panics naming `what` and showing the resource's last conditions: a
+/// timeout alone does not tell a slow install from a refusal.
+async fn wait_object<T>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    pick: impl Fn(&DynamicObject) -> Option<T>,
+) -> T {
+    let waited = tokio::time::timeout(
+        timeout,
+        wait_for(what, timeout + Duration::from_secs(60), || async {
+            pick(&api.get(name).await.ok()?)
+        }),
+    )
+    .await;
+    match waited {
+        Ok(found) => found,
+        Err(_) => {
+            let last = api
+                .get(name)
+                .await
+                .map(|o| {
+                    serde_json::to_string_pretty(
+                        o.data.pointer("/status/conditions").unwrap_or(&Value::Null),
+                    )
+                    .unwrap_or_default()
+                })
+                .unwrap_or_else(|e| format!("(cannot read it: {e})"));
+            panic!("timed out after {timeout:?} waiting for {what}; its conditions: {last}")
+        }
+    }
 }
 
 /// A condition of an object: (status, reason, message, observedGeneration).
@@ -142,33 +176,11 @@ pub async fn wait_condition(
     timeout: Duration,
 ) -> DynamicObject {
     let what = format!("{name} {type_}={status}");
-    let waited = tokio::time::timeout(
-        timeout,
-        wait_for(&what, timeout + Duration::from_secs(60), || async {
-            let obj = api.get(name).await.ok()?;
-            let (s, _, _, g) = condition(&obj, type_)?;
-            (s == status && g == obj.metadata.generation).then_some(obj)
-        }),
-    )
-    .await;
-    match waited {
-        Ok(obj) => obj,
-        // What the resource last said is what a failure must show: a
-        // timeout alone does not tell a slow install from a refusal.
-        Err(_) => {
-            let last = api
-                .get(name)
-                .await
-                .map(|o| {
-                    serde_json::to_string_pretty(
-                        o.data.pointer("/status/conditions").unwrap_or(&Value::Null),
-                    )
-                    .unwrap_or_default()
-                })
-                .unwrap_or_else(|e| format!("(cannot read it: {e})"));
-            panic!("timed out after {timeout:?} waiting for {what}; its conditions: {last}")
-        }
-    }
+    wait_object(api, name, &what, timeout, |obj| {
+        let (s, _, _, g) = condition(obj, type_)?;
+        (s == status && g == obj.metadata.generation).then(|| obj.clone())
+    })
+    .await
 }
 
 /// Waits until the resource `kubeflow` is Degraded (`True`) for `reason`,

@@ -215,15 +215,7 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
                 plural,
             ),
         );
-        wait_for(&format!("every {kind} gone"), TIMEOUT, || async {
-            api.list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .is_empty()
-                .then_some(())
-        })
-        .await;
+        kubeflow_e2e::objects::wait_none_left(&api, &Default::default(), TIMEOUT).await;
     }
     drop(ctl);
 

@@ -74,15 +74,12 @@ fn tool_ok_or_none(args: &[&str]) -> Option<String> {
 async fn deployment_image(client: &kube::Client, namespace: &str, name: &str) -> String {
     let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(client.clone(), namespace);
-    deployments
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("deployment {namespace}/{name}: {e}"))
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers.into_iter().next())
-        .and_then(|c| c.image)
-        .unwrap_or_default()
+    kubeflow_e2e::objects::first_image(
+        deployments
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("deployment {namespace}/{name}: {e}")),
+    )
 }
 
 /// The shared install moved to the mirror: every image from it, and the

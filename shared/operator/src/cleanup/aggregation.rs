@@ -44,23 +44,20 @@ pub async fn levels(engine: &Engine, inv: &Inventory) -> Result<BTreeMap<String,
 /// off each of `names` that still has one, so that Kubernetes' controller
 /// no longer writes it. A role already gone is no error; any other refusal
 /// is logged and the removal goes on (the deletion order still holds).
-/// How many were changed.
-pub async fn disarm(engine: &Engine, names: &[String]) -> usize {
+pub async fn disarm(engine: &Engine, names: &[String]) {
     let api: Api<ClusterRole> = Api::all(engine.client().clone());
     // A merge patch, not an apply: the role is about to be deleted, and the
     // admission pins admit a bundle role with no rules.
     let patch = Patch::Merge(serde_json::json!({"aggregationRule": null, "rules": []}));
-    let mut changed = 0;
     for name in names {
         match api.patch(name, &PatchParams::default(), &patch).await {
-            Ok(_) => changed += 1,
+            Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(error) => {
                 tracing::warn!(%name, %error, "could not take the aggregation rule off before deleting the role");
             }
         }
     }
-    changed
 }
 
 /// [`levels`] over roles already read.
