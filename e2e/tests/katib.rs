@@ -388,8 +388,18 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
         .delete("user-tuning", &DeleteParams::background())
         .await
         .expect("delete the Experiment");
-    wait_gone(&users, "user-tuning", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
-    wait_gone(&suggestions, "user-tuning", kubeflow_e2e::component::REMOVAL_TIMEOUT).await;
+    wait_gone(
+        &users,
+        "user-tuning",
+        kubeflow_e2e::component::REMOVAL_TIMEOUT,
+    )
+    .await;
+    wait_gone(
+        &suggestions,
+        "user-tuning",
+        kubeflow_e2e::component::REMOVAL_TIMEOUT,
+    )
+    .await;
     wait_gone(
         &deployments,
         "user-tuning-random",
