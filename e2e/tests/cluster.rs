@@ -231,9 +231,14 @@ async fn up_starts_empty_and_down_stops_every_process_it_started() {
         String::from_utf8_lossy(&down.stderr)
     );
     for pid in pids {
+        // Gone, or exited and not yet reaped (a zombie: the init that
+        // adopted it reaps every few seconds, and `down` does not wait).
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.rsplit_once(')')?.1.split_whitespace().next()?.to_string()));
         assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "process {pid} survived `down`"
+            state.as_deref().is_none_or(|s| s == "Z"),
+            "process {pid} survived `down` (state {state:?})"
         );
     }
 }
