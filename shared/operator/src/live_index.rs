@@ -181,7 +181,7 @@ impl LiveIndexBuilder {
             None => Box::pin(futures::future::ready(())),
         };
         let own = self.own_manager.clone();
-        ready
+        let objects = ready
             .map(move |()| {
                 watcher::watcher(api, config)
                     .backoff(WatchBackoff::default())
@@ -197,18 +197,8 @@ impl LiveIndexBuilder {
                     .reflect(writer)
                     .touched_objects()
             })
-            .flatten_stream()
-            .filter_map(move |r| {
-                let out = match r {
-                    Ok(o) => Some(Ok(o)),
-                    Err(e) => {
-                        // A kind not served yet (its CRD comes with the bundle) fails until it is.
-                        tracing::debug!(watch = %what, error = %e, "watch failed; retrying on its own backoff");
-                        None
-                    }
-                };
-                futures::future::ready(out)
-            })
+            .flatten_stream();
+        crate::watches::quiet(objects, what)
     }
 
     /// The index over every store added.

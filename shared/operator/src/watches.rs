@@ -140,7 +140,7 @@ where
 }
 
 /// Drops a watch's errors after logging them (its backoff retries it).
-fn quiet<K>(
+pub(crate) fn quiet<K>(
     objects: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
     what: String,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
