@@ -4,163 +4,57 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSON, JSONSchemaProps,
 };
 use kube::CustomResourceExt;
+use kube::core::object::HasSpec;
 
-use crate::{
-    Auth, CertManager, Dashboard, DevicePlugins, Istio, Katib, Knative, Kubeflow, ModelRegistry,
-    Notebooks, Pipelines, Serving, Spark, Trainer, Training,
-};
+use crate::Kubeflow;
+use crate::components::{ComponentResource, ComponentSpec};
 
-/// Every CRD of the project, with the file name it is kept under in `crds/`.
+/// Every CRD of the project, with the file name it is kept under in `crds/`:
+/// the `Kubeflow` kind's, then each component's in the registry's order.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
-    let component = |crd, kind: &str| {
-        let (version, images) = KIND_EXAMPLES
-            .iter()
-            .find(|(k, _, _)| *k == kind)
-            .map(|(_, v, i)| (*v, *i))
-            .unwrap_or_default();
-        with_descriptions(
-            with_defaults(crd, COMPONENT_DEFAULTS),
-            &[("version", version), ("images", images)],
-        )
-    };
-    vec![
-        (
-            "platform.kubeflow.org_kubeflows.yaml",
-            with_defaults(Kubeflow::crd(), &[("platform", "auto")]),
-        ),
-        (
-            "components.kubeflow.org_istios.yaml",
-            component(Istio::crd(), "Istio"),
-        ),
-        (
-            "components.kubeflow.org_knatives.yaml",
-            component(Knative::crd(), "Knative"),
-        ),
-        (
-            "components.kubeflow.org_pipelines.yaml",
-            component(Pipelines::crd(), "Pipelines"),
-        ),
-        (
-            "components.kubeflow.org_servings.yaml",
-            component(Serving::crd(), "Serving"),
-        ),
-        (
-            "components.kubeflow.org_trainings.yaml",
-            component(Training::crd(), "Training"),
-        ),
-        (
-            "components.kubeflow.org_trainers.yaml",
-            component(Trainer::crd(), "Trainer"),
-        ),
-        (
-            "components.kubeflow.org_certmanagers.yaml",
-            component(CertManager::crd(), "CertManager"),
-        ),
-        (
-            "components.kubeflow.org_auths.yaml",
-            component(Auth::crd(), "Auth"),
-        ),
-        (
-            "components.kubeflow.org_dashboards.yaml",
-            component(Dashboard::crd(), "Dashboard"),
-        ),
-        (
-            "components.kubeflow.org_notebooks.yaml",
-            component(Notebooks::crd(), "Notebooks"),
-        ),
-        (
-            "components.kubeflow.org_katibs.yaml",
-            component(Katib::crd(), "Katib"),
-        ),
-        (
-            "components.kubeflow.org_modelregistries.yaml",
-            component(ModelRegistry::crd(), "ModelRegistry"),
-        ),
-        (
-            "components.kubeflow.org_sparks.yaml",
-            component(Spark::crd(), "Spark"),
-        ),
-        (
-            "components.kubeflow.org_deviceplugins.yaml",
-            component(DevicePlugins::crd(), "DevicePlugins"),
-        ),
-    ]
+    let mut all = vec![(
+        "platform.kubeflow.org_kubeflows.yaml",
+        with_defaults(Kubeflow::crd(), &[("platform", "auto")]),
+    )];
+    all.extend(component_crds());
+    all
 }
 
-/// Each component kind's own wording of the shared `version` and `images`
-/// fields (the shared Rust type cannot give one kind's examples to all).
-const KIND_EXAMPLES: &[(&str, &str, &str)] = &[
-    (
-        "Istio",
-        "Istio version to deploy, e.g. \"1.30.1\" (no \"v\"); the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"discovery\": \"registry.example/istio/pilot:1.30.1\"} (istiod's container); \"istio-proxy\" names the gateway's.",
-    ),
-    (
-        "Pipelines",
-        "Kubeflow Pipelines version to deploy, e.g. \"2.16.1\" (no \"v\"); the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"ml-pipeline-api-server\": \"registry.example/kfp/api-server:2.16.1\"}.",
-    ),
-    (
-        "Serving",
-        "KServe version to deploy, e.g. \"v0.18.0\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"manager\": \"registry.example/kserve/kserve-controller:v0.18.0\"} (KServe's controllers all name their container \"manager\": one override sets them all).",
-    ),
-    (
-        "Training",
-        "training-operator version to deploy, e.g. \"v1.9.2\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"training-operator\": \"registry.example/kubeflow/training-operator:v1.9.2\"}.",
-    ),
-    (
-        "Trainer",
-        "Kubeflow Trainer version to deploy, e.g. \"v2.2.0\"; the meta-operator sets it from its release table.",
-        "Image overrides by Deployment (both controllers name their container \"manager\"): \"kubeflow-trainer-controller-manager\" or \"jobset-controller-manager\", e.g. {\"jobset-controller-manager\": \"registry.example/jobset/jobset:v0.11.0\"}.",
-    ),
-    (
-        "CertManager",
-        "cert-manager version to deploy, e.g. \"v1.20.2\"; the meta-operator sets it from its release table. Unused when a cert-manager the project did not install is used (mode Auto or External).",
-        "Image overrides by container name, e.g. {\"cert-manager-controller\": \"registry.example/jetstack/cert-manager-controller:v1.20.2\"}; the others are \"cert-manager-cainjector\" and \"cert-manager-webhook\".",
-    ),
-    (
-        "Auth",
-        "oauth2-proxy version to deploy, e.g. \"v7.15.2\"; the meta-operator sets it from its release table. dex's is spec.dex.version.",
-        "Image overrides by container name, e.g. {\"oauth2-proxy\": \"registry.example/oauth2-proxy/oauth2-proxy:v7.15.2\", \"dex\": \"registry.example/dexidp/dex:v2.45.1\"}.",
-    ),
-    (
-        "Dashboard",
-        "Central dashboard version to deploy, e.g. \"v2.0.0\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"dashboard\": \"registry.example/kubeflow/dashboard/dashboard:v2.0.0\"}; v1.10.0 names its containers centraldashboard, admission-webhook, kfam and manager.",
-    ),
-    (
-        "Notebooks",
-        "Kubeflow Notebooks version to deploy, e.g. \"v1.11.0\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"jupyter-web-app\": \"registry.example/kubeflow/notebooks/jupyter-web-app:v1.11.0\"}; the controllers name theirs \"manager\" (one override sets them all). The images the spawner offers are spec.spawner.images.",
-    ),
-    (
-        "Katib",
-        "Katib version to deploy, e.g. \"v0.19.0\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"katib-controller\": \"registry.example/kubeflow/katib/katib-controller:v0.19.0\"}; the others are \"katib-db-manager\", \"katib-ui\" and \"katib-mysql\". The suggestion and metrics-collector images in katib-config move with imageRegistry.",
-    ),
-    (
-        "ModelRegistry",
-        "Model Registry version to deploy, e.g. \"v0.3.9\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"rest-container\": \"registry.example/kubeflow/hub/server:v0.3.9\"}; the others are \"model-registry-ui\", \"catalog\", \"db-container\" and \"postgres\".",
-    ),
-    (
-        "Knative",
-        "Knative version to deploy, e.g. \"v1.22.0\"; the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"controller\": \"registry.example/knative/serving/controller:v1.22.0\"}; the others are \"webhook\", \"activator\", \"autoscaler\" and net-istio's. The queue-proxy image in config-deployment moves with imageRegistry.",
-    ),
-    (
-        "Spark",
-        "Spark operator version to deploy, e.g. \"2.5.0\" (no \"v\"); the meta-operator sets it from its release table.",
-        "Image overrides by container name, e.g. {\"spark-operator-controller\": \"registry.example/kubeflow/spark-operator/controller:2.5.0\"}; the webhook's is \"spark-operator-webhook\".",
-    ),
-    (
-        "DevicePlugins",
-        "Unused: each entry of plugins names its own version.",
-        "Unused: each entry of plugins names its own image.",
-    ),
-];
+/// A component kind's CRD: the shared defaults, and its own wording of the
+/// shared `version` and `images` fields.
+fn component<K>() -> CustomResourceDefinition
+where
+    K: ComponentResource + CustomResourceExt + HasSpec<Spec: ComponentSpec>,
+{
+    with_descriptions(
+        with_defaults(K::crd(), COMPONENT_DEFAULTS),
+        &[
+            ("version", K::Spec::VERSION_DOC),
+            ("images", K::Spec::IMAGES_DOC),
+        ],
+    )
+}
+
+/// [`component_crds`] from the registry's entries.
+macro_rules! component_crds {
+    ($(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident {
+            name: $name:literal, field: $field:literal, plural: $plural:literal,
+            $($key:ident: $value:tt),* $(,)?
+        }
+    ),* $(,)?) => {
+        /// Each component kind's CRD, in the registry's order.
+        fn component_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
+            vec![$((
+                concat!("components.kubeflow.org_", $plural, ".yaml"),
+                component::<crate::components::$module::$kind>(),
+            )),*]
+        }
+    };
+}
+
+crate::for_each_component!(component_crds);
 
 /// Defaults the operators apply in code when a component CR leaves these
 /// fields out, written into the schema so that the API server fills them

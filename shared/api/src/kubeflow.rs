@@ -2,16 +2,12 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
+use kube::core::object::HasSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Platform, UpgradeStrategy};
-use crate::components::{
-    auth::AuthSpec, cert_manager::CertManagerSpec, dashboard::DashboardSpec,
-    device_plugins::DevicePluginsSpec, istio::IstioSpec, katib::KatibSpec, knative::KnativeSpec,
-    model_registry::ModelRegistrySpec, notebooks::NotebooksSpec, pipelines::PipelinesSpec,
-    serving::ServingSpec, spark::SparkSpec, trainer::TrainerSpec, training::TrainingSpec,
-};
+use crate::common::{CommonSpec, Platform, UpgradeStrategy};
+use crate::components::ComponentSpec;
 
 /// Whether the meta-operator installs a component.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -35,69 +31,63 @@ pub struct ComponentEntry<S> {
     pub spec: Option<S>,
 }
 
-/// The components of a Kubeflow installation. A component left out is not installed.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeflowComponents {
-    /// The Istio control plane (Serving and Pipelines wait for it when it is Managed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub istio: Option<ComponentEntry<IstioSpec>>,
-    /// cert-manager and the Kubeflow issuer, or only the issuer where
-    /// another cert-manager serves the cluster (Serving waits for it when it
-    /// is Managed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cert_manager: Option<ComponentEntry<CertManagerSpec>>,
-    /// Login in front of the web apps: oauth2-proxy with the bundled dex or
-    /// an external OIDC provider (waits for Istio and cert-manager when they
-    /// are Managed; when it is Managed, the Istio entry gets the
-    /// `oauth2-proxy` extension provider and the `kubeflow-gateway`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth: Option<ComponentEntry<AuthSpec>>,
-    /// The central dashboard, profiles (Kubeflow's tenancy) with KFAM, the
-    /// PodDefaults webhook and the aggregated Kubeflow roles, and the
-    /// profiles you declare (waits for Istio, cert-manager and Auth when
-    /// they are Managed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dashboard: Option<ComponentEntry<DashboardSpec>>,
-    /// Kubeflow Notebooks (waits for Istio and cert-manager when they are
-    /// Managed: its web apps route through Istio, its PVC viewer's webhook
-    /// certificate comes from cert-manager).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notebooks: Option<ComponentEntry<NotebooksSpec>>,
-    /// Katib, hyperparameter tuning (waits for Istio, cert-manager and the
-    /// Dashboard when they are Managed: its web app routes through Istio
-    /// behind the login and is listed in the dashboard, its webhook
-    /// certificate comes from cert-manager).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub katib: Option<ComponentEntry<KatibSpec>>,
-    /// Model Registry, Kubeflow Hub from 26.03.1 on (waits for Istio, and
-    /// for the Dashboard when it is Managed: its web app routes through
-    /// Istio behind the login and is listed in the dashboard).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_registry: Option<ComponentEntry<ModelRegistrySpec>>,
-    /// The Spark operator (Spark applications in the namespaces you name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spark: Option<ComponentEntry<SparkSpec>>,
-    /// Knative Serving (and Eventing when asked): what KServe's Serverless
-    /// mode runs on (waits for Istio when it is Managed; Serving waits for
-    /// it when it is Managed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub knative: Option<ComponentEntry<KnativeSpec>>,
-    /// Kubeflow Pipelines.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pipelines: Option<ComponentEntry<PipelinesSpec>>,
-    /// KServe.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub serving: Option<ComponentEntry<ServingSpec>>,
-    /// The training-operator (Trainer v1: TFJob, PyTorchJob, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub training: Option<ComponentEntry<TrainingSpec>>,
-    /// Kubeflow Trainer v2 (TrainJob, with JobSet); part of releases from 1.11.0 on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trainer: Option<ComponentEntry<TrainerSpec>>,
-    /// GPU device plugins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_plugins: Option<ComponentEntry<DevicePluginsSpec>>,
+/// [`KubeflowComponents`] from the registry's entries: one field per
+/// component, named and described by its entry.
+macro_rules! kubeflow_components {
+    ($(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident {
+            name: $name:literal, field: $field:literal, plural: $plural:literal,
+            $($key:ident: $value:tt),* $(,)?
+        }
+    ),* $(,)?) => {
+        /// The components of a Kubeflow installation. A component left out is not installed.
+        #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+        pub struct KubeflowComponents {$(
+            $(#[doc = $doc])*
+            #[serde(rename = $field, default, skip_serializing_if = "Option::is_none")]
+            pub $module: Option<ComponentEntry<<crate::components::$module::$kind as HasSpec>::Spec>>,
+        )*}
+
+        impl KubeflowComponents {
+            /// The entry of the component of that name (the registry's),
+            /// whatever its spec's type.
+            pub fn entry(&self, name: &str) -> Option<&dyn StatedEntry> {
+                match name {
+                    $($name => Some(&self.$module),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+crate::for_each_component!(kubeflow_components);
+
+/// A component's entry in the `Kubeflow` CR, stated or not, whatever its
+/// spec's type: what the meta-operator makes the component's CR of.
+pub trait StatedEntry {
+    /// Whether it is stated and Managed.
+    fn is_managed(&self) -> bool;
+    /// The spec it states (the spec's defaults when it states none), after
+    /// `fill` has set the shared settings, as JSON.
+    fn child_spec(&self, fill: &dyn Fn(&mut CommonSpec)) -> serde_json::Value;
+}
+
+impl<S: ComponentSpec> StatedEntry for Option<ComponentEntry<S>> {
+    fn is_managed(&self) -> bool {
+        self.as_ref()
+            .is_some_and(|e| e.management_state == ManagementState::Managed)
+    }
+
+    fn child_spec(&self, fill: &dyn Fn(&mut CommonSpec)) -> serde_json::Value {
+        let mut spec = self
+            .as_ref()
+            .and_then(|e| e.spec.clone())
+            .unwrap_or_default();
+        fill(spec.common_mut());
+        serde_json::to_value(&spec).unwrap_or_default()
+    }
 }
 
 /// A Kubeflow installation.

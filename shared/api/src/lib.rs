@@ -13,30 +13,23 @@ pub mod registry;
 pub mod status;
 
 pub use common::*;
-pub use components::{
-    ComponentResource, ComponentSpec,
-    auth::{Auth, AuthSpec, AuthStatus, Dex, ExternalOidc},
-    cert_manager::{
-        CertManager, CertManagerMode, CertManagerSpec, CertManagerStatus, FoundCertManager,
-    },
-    dashboard::{
-        Contributor, ContributorRole, Dashboard, DashboardSpec, DashboardStatus, DeclaredProfile,
-        RemovedProfiles,
-    },
-    device_plugins::{
-        DevicePlugin, DevicePlugins, DevicePluginsSpec, DevicePluginsStatus, PluginStatus,
-        PluginType,
-    },
-    istio::{Istio, IstioSpec},
-    katib::{Katib, KatibDatabase, KatibSpec},
-    knative::{Knative, KnativeSpec},
-    model_registry::{ModelRegistry, ModelRegistryDatabase, ModelRegistrySpec},
-    notebooks::{Culling, Notebooks, NotebooksSpec, Spawner, SpawnerGpu},
-    pipelines::{Pipelines, PipelinesSpec},
-    serving::{Serving, ServingSpec},
-    spark::{BatchScheduler, Spark, SparkSpec},
-    trainer::{Trainer, TrainerSpec, TrainerStatus},
-    training::{JobKind, Training, TrainingSpec},
-};
+pub use components::{ComponentResource, ComponentSpec};
+// Two `ExternalDatabase`s: the shared one (Katib's, the Model Registry's)
+// is the root's; Pipelines' is `components::pipelines::ExternalDatabase`.
+pub use common::ExternalDatabase;
+
+/// Each component's API types at the crate root, from the registry's
+/// entries.
+macro_rules! reexport_components {
+    ($(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident { $($entry:tt)* }
+    ),* $(,)?) => {
+        $(pub use components::$module::*;)*
+    };
+}
+
+crate::for_each_component!(reexport_components);
+
 pub use kubeflow::{Kubeflow, KubeflowSpec, KubeflowStatus};
 pub use status::{ObjectStatus, Reported};

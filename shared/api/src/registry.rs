@@ -1,7 +1,8 @@
 //! Every component, named once: what the meta-operator, the shared library,
 //! the scripts (through `shared/api/components.tsv`, which `charts/generate`
 //! writes from this table and CI checks) and the tests derive their lists
-//! from. A new component is one entry here, beside its crate and API type.
+//! from. A new component is one entry here ([`for_each_component`]),
+//! beside its crate and API type.
 
 use std::fmt::Write as _;
 
@@ -38,163 +39,231 @@ pub const META: &str = "meta";
 /// gateway), which two components read files of.
 pub const PLATFORM: &str = "platform";
 
-/// Every component, in the order the meta-operator creates them: each
-/// after what it depends on (a unit test holds this).
-pub const COMPONENTS: &[Component] = &[
-    Component {
-        name: "istio",
-        title: "Istio",
-        kind: "Istio",
-        plural: "istios",
-        field: "istio",
-        bundles: &["istio"],
-        takes_platform: false,
-        depends_on: &[],
-    },
-    Component {
-        name: "cert-manager",
-        title: "cert-manager",
-        kind: "CertManager",
-        plural: "certmanagers",
-        field: "certManager",
-        bundles: &["cert-manager"],
-        takes_platform: false,
-        depends_on: &[],
-    },
-    // net-istio and the cluster-local gateway are Istio objects.
-    Component {
-        name: "knative",
-        title: "Knative",
-        kind: "Knative",
-        plural: "knatives",
-        field: "knative",
-        bundles: &["knative"],
-        takes_platform: true,
-        depends_on: &["istio"],
-    },
-    // Its version is oauth2-proxy's (dex is released beside it).
-    // oauth2-proxy sits in front of Istio's ingress gateway, whose mesh
-    // config must name it; cert-manager's webhook certificates come before
-    // any web app.
-    Component {
-        name: "auth",
-        title: "Login (dex and oauth2-proxy)",
-        kind: "Auth",
-        plural: "auths",
-        field: "auth",
-        bundles: &["oauth2-proxy", "dex"],
-        takes_platform: false,
-        depends_on: &["istio", "cert-manager"],
-    },
-    // Behind the login, with its PodDefaults webhook's certificate from
-    // cert-manager; the Kubeflow roles come from the platform folder.
-    Component {
-        name: "dashboard",
-        title: "Central dashboard and profiles",
-        kind: "Dashboard",
-        plural: "dashboards",
-        field: "dashboard",
-        bundles: &["dashboard"],
-        takes_platform: true,
-        depends_on: &["istio", "cert-manager", "auth"],
-    },
-    Component {
-        name: "training",
-        title: "Training operator",
-        kind: "Training",
-        plural: "trainings",
-        field: "training",
-        bundles: &["training"],
-        takes_platform: false,
-        depends_on: &[],
-    },
-    Component {
-        name: "trainer",
-        title: "Trainer",
-        kind: "Trainer",
-        plural: "trainers",
-        field: "trainer",
-        bundles: &["trainer"],
-        takes_platform: false,
-        depends_on: &[],
-    },
-    Component {
-        name: "device-plugins",
-        title: "Device plugins",
-        kind: "DevicePlugins",
-        plural: "deviceplugins",
-        field: "devicePlugins",
-        bundles: &["device-plugins/nvidia-gpu", "device-plugins/intel-gpu"],
-        takes_platform: false,
-        depends_on: &[],
-    },
-    Component {
-        name: "pipelines",
-        title: "Pipelines",
-        kind: "Pipelines",
-        plural: "pipelines",
-        field: "pipelines",
-        bundles: &["pipelines"],
-        takes_platform: false,
-        depends_on: &["istio"],
-    },
-    // KServe's Issuer and Certificate, when cert-manager is there; Knative,
-    // which its Serverless mode runs on.
-    Component {
-        name: "serving",
-        title: "Serving (KServe)",
-        kind: "Serving",
-        plural: "servings",
-        field: "serving",
-        bundles: &["serving"],
-        takes_platform: false,
-        depends_on: &["istio", "cert-manager", "knative"],
-    },
-    // Its web apps' routes, login and menu, and its PVC viewer's webhook
-    // certificate.
-    Component {
-        name: "notebooks",
-        title: "Notebooks",
-        kind: "Notebooks",
-        plural: "notebooks",
-        field: "notebooks",
-        bundles: &["notebooks"],
-        takes_platform: false,
-        depends_on: &["istio", "cert-manager", "auth", "dashboard"],
-    },
-    // The same for its web app and its webhooks' certificate.
-    Component {
-        name: "katib",
-        title: "Katib",
-        kind: "Katib",
-        plural: "katibs",
-        field: "katib",
-        bundles: &["katib"],
-        takes_platform: false,
-        depends_on: &["istio", "cert-manager", "auth", "dashboard"],
-    },
-    // Its web app's route, login and menu entry.
-    Component {
-        name: "model-registry",
-        title: "Model Registry",
-        kind: "ModelRegistry",
-        plural: "modelregistries",
-        field: "modelRegistry",
-        bundles: &["model-registry"],
-        takes_platform: false,
-        depends_on: &["istio", "auth", "dashboard"],
-    },
-    Component {
-        name: "spark",
-        title: "Spark operator",
-        kind: "Spark",
-        plural: "sparks",
-        field: "spark",
-        bundles: &["spark"],
-        takes_platform: false,
-        depends_on: &[],
-    },
-];
+/// Every component, in the order the meta-operator creates them (each
+/// after what it depends on: a unit test holds this), named once: the one
+/// list the crate's per-component code is derived from. It passes the
+/// entries to `$callback!`, which generates what it needs of them: this
+/// table ([`COMPONENTS`]), the API types' registrations (the
+/// `ComponentResource` impls, the crate root's re-exports, the CRD list),
+/// the `Kubeflow` resource's component fields, and the meta-operator's
+/// `ComponentKind`.
+///
+/// An entry is the module of its API type (`components/<module>.rs`, also
+/// its field's Rust name in the `Kubeflow` resource) and its kind, the doc
+/// of its `Kubeflow` entry (`kubectl explain`), then the fields of
+/// [`Component`]; `name`, `field` and `plural` come first, in that order,
+/// so that a callback can take them without parsing the rest.
+#[macro_export]
+macro_rules! for_each_component {
+    ($callback:ident) => {
+        $callback! {
+            /// The Istio control plane (Serving and Pipelines wait for it when it is Managed).
+            istio::Istio {
+                name: "istio",
+                field: "istio",
+                plural: "istios",
+                title: "Istio",
+                bundles: ["istio"],
+                takes_platform: false,
+                depends_on: [],
+            },
+            /// cert-manager and the Kubeflow issuer, or only the issuer where
+            /// another cert-manager serves the cluster (Serving waits for it when it
+            /// is Managed).
+            cert_manager::CertManager {
+                name: "cert-manager",
+                field: "certManager",
+                plural: "certmanagers",
+                title: "cert-manager",
+                bundles: ["cert-manager"],
+                takes_platform: false,
+                depends_on: [],
+            },
+            // net-istio and the cluster-local gateway are Istio objects.
+            /// Knative Serving (and Eventing when asked): what KServe's Serverless
+            /// mode runs on (waits for Istio when it is Managed; Serving waits for
+            /// it when it is Managed).
+            knative::Knative {
+                name: "knative",
+                field: "knative",
+                plural: "knatives",
+                title: "Knative",
+                bundles: ["knative"],
+                takes_platform: true,
+                depends_on: ["istio"],
+            },
+            // Its version is oauth2-proxy's (dex is released beside it).
+            // oauth2-proxy sits in front of Istio's ingress gateway, whose mesh
+            // config must name it; cert-manager's webhook certificates come before
+            // any web app.
+            /// Login in front of the web apps: oauth2-proxy with the bundled dex or
+            /// an external OIDC provider (waits for Istio and cert-manager when they
+            /// are Managed; when it is Managed, the Istio entry gets the
+            /// `oauth2-proxy` extension provider and the `kubeflow-gateway`).
+            auth::Auth {
+                name: "auth",
+                field: "auth",
+                plural: "auths",
+                title: "Login (dex and oauth2-proxy)",
+                bundles: ["oauth2-proxy", "dex"],
+                takes_platform: false,
+                depends_on: ["istio", "cert-manager"],
+            },
+            // Behind the login, with its PodDefaults webhook's certificate from
+            // cert-manager; the Kubeflow roles come from the platform folder.
+            /// The central dashboard, profiles (Kubeflow's tenancy) with KFAM, the
+            /// PodDefaults webhook and the aggregated Kubeflow roles, and the
+            /// profiles you declare (waits for Istio, cert-manager and Auth when
+            /// they are Managed).
+            dashboard::Dashboard {
+                name: "dashboard",
+                field: "dashboard",
+                plural: "dashboards",
+                title: "Central dashboard and profiles",
+                bundles: ["dashboard"],
+                takes_platform: true,
+                depends_on: ["istio", "cert-manager", "auth"],
+            },
+            /// The training-operator (Trainer v1: TFJob, PyTorchJob, ...).
+            training::Training {
+                name: "training",
+                field: "training",
+                plural: "trainings",
+                title: "Training operator",
+                bundles: ["training"],
+                takes_platform: false,
+                depends_on: [],
+            },
+            /// Kubeflow Trainer v2 (TrainJob, with JobSet); part of releases from 1.11.0 on.
+            trainer::Trainer {
+                name: "trainer",
+                field: "trainer",
+                plural: "trainers",
+                title: "Trainer",
+                bundles: ["trainer"],
+                takes_platform: false,
+                depends_on: [],
+            },
+            /// GPU device plugins.
+            device_plugins::DevicePlugins {
+                name: "device-plugins",
+                field: "devicePlugins",
+                plural: "deviceplugins",
+                title: "Device plugins",
+                bundles: ["device-plugins/nvidia-gpu", "device-plugins/intel-gpu"],
+                takes_platform: false,
+                depends_on: [],
+            },
+            /// Kubeflow Pipelines.
+            pipelines::Pipelines {
+                name: "pipelines",
+                field: "pipelines",
+                plural: "pipelines",
+                title: "Pipelines",
+                bundles: ["pipelines"],
+                takes_platform: false,
+                depends_on: ["istio"],
+            },
+            // KServe's Issuer and Certificate, when cert-manager is there; Knative,
+            // which its Serverless mode runs on.
+            /// KServe.
+            serving::Serving {
+                name: "serving",
+                field: "serving",
+                plural: "servings",
+                title: "Serving (KServe)",
+                bundles: ["serving"],
+                takes_platform: false,
+                depends_on: ["istio", "cert-manager", "knative"],
+            },
+            // Its web apps' routes, login and menu, and its PVC viewer's webhook
+            // certificate.
+            /// Kubeflow Notebooks (waits for Istio and cert-manager when they are
+            /// Managed: its web apps route through Istio, its PVC viewer's webhook
+            /// certificate comes from cert-manager).
+            notebooks::Notebooks {
+                name: "notebooks",
+                field: "notebooks",
+                plural: "notebooks",
+                title: "Notebooks",
+                bundles: ["notebooks"],
+                takes_platform: false,
+                depends_on: ["istio", "cert-manager", "auth", "dashboard"],
+            },
+            // The same for its web app and its webhooks' certificate.
+            /// Katib, hyperparameter tuning (waits for Istio, cert-manager and the
+            /// Dashboard when they are Managed: its web app routes through Istio
+            /// behind the login and is listed in the dashboard, its webhook
+            /// certificate comes from cert-manager).
+            katib::Katib {
+                name: "katib",
+                field: "katib",
+                plural: "katibs",
+                title: "Katib",
+                bundles: ["katib"],
+                takes_platform: false,
+                depends_on: ["istio", "cert-manager", "auth", "dashboard"],
+            },
+            // Its web app's route, login and menu entry.
+            /// Model Registry, Kubeflow Hub from 26.03.1 on (waits for Istio, and
+            /// for the Dashboard when it is Managed: its web app routes through
+            /// Istio behind the login and is listed in the dashboard).
+            model_registry::ModelRegistry {
+                name: "model-registry",
+                field: "modelRegistry",
+                plural: "modelregistries",
+                title: "Model Registry",
+                bundles: ["model-registry"],
+                takes_platform: false,
+                depends_on: ["istio", "auth", "dashboard"],
+            },
+            /// The Spark operator (Spark applications in the namespaces you name).
+            spark::Spark {
+                name: "spark",
+                field: "spark",
+                plural: "sparks",
+                title: "Spark operator",
+                bundles: ["spark"],
+                takes_platform: false,
+                depends_on: [],
+            },
+        }
+    };
+}
+
+/// A registry entry's value as a [`Component`] field: lists as slices.
+macro_rules! field_value {
+    ([$($item:literal),* $(,)?]) => {
+        &[$($item),*]
+    };
+    ($value:literal) => {
+        $value
+    };
+}
+
+/// [`COMPONENTS`] from the entries of [`for_each_component`].
+macro_rules! registry_table {
+    ($(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident {
+            name: $name:literal, field: $field:literal, plural: $plural:literal,
+            $($key:ident: $value:tt),* $(,)?
+        }
+    ),* $(,)?) => {
+        /// Every component, in the order the meta-operator creates them.
+        pub const COMPONENTS: &[Component] = &[$(
+            Component {
+                name: $name,
+                kind: stringify!($kind),
+                plural: $plural,
+                field: $field,
+                $($key: field_value!($value),)*
+            },
+        )*];
+    };
+}
+
+for_each_component!(registry_table);
 
 /// The component of that name.
 pub fn by_name(name: &str) -> Option<&'static Component> {

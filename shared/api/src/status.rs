@@ -7,12 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use kube::core::object::HasStatus;
+
 use crate::common::ComponentStatus;
-use crate::components::{
-    auth, cert_manager, dashboard, device_plugins, istio, katib, knative, model_registry,
-    notebooks, pipelines, serving, spark, trainer, training,
-};
-use crate::kubeflow::{Kubeflow, KubeflowStatus};
+use crate::kubeflow::KubeflowStatus;
 
 /// A status with conditions at an observed generation.
 pub trait ObjectStatus:
@@ -34,6 +32,18 @@ pub trait Reported {
     type Status: ObjectStatus;
     /// The status, if the resource has one yet.
     fn reported(&self) -> Option<&Self::Status>;
+}
+
+/// Every kind whose status is one of this API's: its `#[kube(status)]`
+/// says which, so no kind registers itself.
+impl<K> Reported for K
+where
+    K: HasStatus<Status: ObjectStatus>,
+{
+    type Status = <K as HasStatus>::Status;
+    fn reported(&self) -> Option<&Self::Status> {
+        self.status()
+    }
 }
 
 impl ObjectStatus for ComponentStatus {
@@ -67,24 +77,27 @@ impl ObjectStatus for KubeflowStatus {
 }
 
 /// A component status with fields of its own beside the shared ones
-/// (flattened into one object on the wire).
+/// (flattened into one object on the wire, as `common`); its type's file
+/// says `crate::status::extended_status!(TheStatus);`.
 macro_rules! extended_status {
     ($status:ty) => {
-        impl AsRef<ComponentStatus> for $status {
-            fn as_ref(&self) -> &ComponentStatus {
+        impl AsRef<$crate::common::ComponentStatus> for $status {
+            fn as_ref(&self) -> &$crate::common::ComponentStatus {
                 &self.common
             }
         }
-        impl AsMut<ComponentStatus> for $status {
-            fn as_mut(&mut self) -> &mut ComponentStatus {
+        impl AsMut<$crate::common::ComponentStatus> for $status {
+            fn as_mut(&mut self) -> &mut $crate::common::ComponentStatus {
                 &mut self.common
             }
         }
-        impl ObjectStatus for $status {
-            fn conditions(&self) -> &[Condition] {
+        impl $crate::status::ObjectStatus for $status {
+            fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
                 &self.common.conditions
             }
-            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+            fn conditions_mut(
+                &mut self,
+            ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
                 &mut self.common.conditions
             }
             fn observed_generation_mut(&mut self) -> &mut Option<i64> {
@@ -97,11 +110,7 @@ macro_rules! extended_status {
     };
 }
 
-extended_status!(trainer::TrainerStatus);
-extended_status!(device_plugins::DevicePluginsStatus);
-extended_status!(cert_manager::CertManagerStatus);
-extended_status!(auth::AuthStatus);
-extended_status!(dashboard::DashboardStatus);
+pub(crate) use extended_status;
 
 impl AsRef<ComponentStatus> for ComponentStatus {
     fn as_ref(&self) -> &ComponentStatus {
@@ -114,33 +123,3 @@ impl AsMut<ComponentStatus> for ComponentStatus {
         self
     }
 }
-
-macro_rules! reported {
-    ($kind:ty, $status:ty) => {
-        impl Reported for $kind {
-            type Status = $status;
-            fn reported(&self) -> Option<&$status> {
-                self.status.as_ref()
-            }
-        }
-    };
-}
-
-reported!(Kubeflow, KubeflowStatus);
-reported!(training::Training, ComponentStatus);
-reported!(trainer::Trainer, trainer::TrainerStatus);
-reported!(serving::Serving, ComponentStatus);
-reported!(pipelines::Pipelines, ComponentStatus);
-reported!(istio::Istio, ComponentStatus);
-reported!(notebooks::Notebooks, ComponentStatus);
-reported!(katib::Katib, ComponentStatus);
-reported!(spark::Spark, ComponentStatus);
-reported!(knative::Knative, ComponentStatus);
-reported!(model_registry::ModelRegistry, ComponentStatus);
-reported!(cert_manager::CertManager, cert_manager::CertManagerStatus);
-reported!(auth::Auth, auth::AuthStatus);
-reported!(dashboard::Dashboard, dashboard::DashboardStatus);
-reported!(
-    device_plugins::DevicePlugins,
-    device_plugins::DevicePluginsStatus
-);

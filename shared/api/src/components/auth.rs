@@ -65,6 +65,8 @@ pub struct ExternalOidc {
 component_crd! {
     kind = "Auth", plural = "auths", shortname = "kfauth", status = "AuthStatus",
     doc = "Login in front of every Kubeflow web app: oauth2-proxy at the Istio ingress gateway setting kubeflow-userid and kubeflow-groups, with the bundled dex (users or connectors from Secrets) or an external OIDC provider; reconciled by the kubeflow-auth-operator. Its cookie and client secrets are generated once and kept in Secrets. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "oauth2-proxy version to deploy, e.g. \"v7.15.2\"; the meta-operator sets it from its release table. dex's is spec.dex.version.",
+    images_doc = "Image overrides by container name, e.g. {\"oauth2-proxy\": \"registry.example/oauth2-proxy/oauth2-proxy:v7.15.2\", \"dex\": \"registry.example/dexidp/dex:v2.45.1\"}.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "Issuer", type_ = "string", json_path = ".status.issuer"),],
     /// Desired state of the login.
     pub struct AuthSpec {
@@ -107,3 +109,5 @@ pub struct AuthStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dex_version: Option<String>,
 }
+
+crate::status::extended_status!(AuthStatus);

@@ -23,6 +23,8 @@ pub enum CertManagerMode {
 component_crd! {
     kind = "CertManager", plural = "certmanagers", shortname = "kfcm", status = "CertManagerStatus",
     doc = "cert-manager (controller, cainjector, webhook) and the kubeflow-self-signing-issuer ClusterIssuer, reconciled by the kubeflow-cert-manager-operator; or, where a cert-manager the project did not install serves the cluster, only the issuer. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "cert-manager version to deploy, e.g. \"v1.20.2\"; the meta-operator sets it from its release table. Unused when a cert-manager the project did not install is used (mode Auto or External).",
+    images_doc = "Image overrides by container name, e.g. {\"cert-manager-controller\": \"registry.example/jetstack/cert-manager-controller:v1.20.2\"}; the others are \"cert-manager-cainjector\" and \"cert-manager-webhook\".",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "Found", type_ = "string", json_path = ".status.found.version"),],
     /// Desired state of cert-manager.
     pub struct CertManagerSpec {
@@ -62,3 +64,5 @@ pub struct CertManagerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub found: Option<FoundCertManager>,
 }
+
+crate::status::extended_status!(CertManagerStatus);

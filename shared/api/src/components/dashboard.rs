@@ -105,6 +105,8 @@ pub enum RemovedProfiles {
 component_crd! {
     kind = "Dashboard", plural = "dashboards", shortname = "kfdash", status = "DashboardStatus",
     doc = "Kubeflow's central dashboard, profile controller with KFAM, PodDefaults webhook and aggregated kubeflow-admin/edit/view roles, and the profiles a platform team declares, reconciled by the kubeflow-dashboard-operator. Profiles that users create themselves are left alone. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Central dashboard version to deploy, e.g. \"v2.0.0\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"dashboard\": \"registry.example/kubeflow/dashboard/dashboard:v2.0.0\"}; v1.10.0 names its containers centraldashboard, admission-webhook, kfam and manager.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "Profiles", type_ = "integer", json_path = ".status.profileCount"),],
     /// Desired state of the dashboard and the declared profiles.
     pub struct DashboardSpec {
@@ -145,3 +147,5 @@ pub struct DashboardStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contributors_pending: Option<Vec<String>>,
 }
+
+crate::status::extended_status!(DashboardStatus);

@@ -86,6 +86,8 @@ pub struct DevicePlugin {
 component_crd! {
     kind = "DevicePlugins", plural = "deviceplugins", shortname = "kfdp", status = "DevicePluginsStatus",
     doc = "GPU device plugins (NVIDIA, Intel) as DaemonSets on the nodes each plugin selects, reconciled by the kubeflow-device-plugins-operator. Ready when every plugin's DaemonSet runs on its nodes.",
+    version_doc = "Unused: each entry of plugins names its own version.",
+    images_doc = "Unused: each entry of plugins names its own image.",
     schema = KubeSchema, columns = [printcolumn(name = "Plugins", type_ = "integer", json_path = ".status.pluginCount"),],
     /// Desired state of the GPU device plugins.
     pub struct DevicePluginsSpec {
@@ -135,3 +137,5 @@ pub struct DevicePluginsStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plugins: Vec<PluginStatus>,
 }
+
+crate::status::extended_status!(DevicePluginsStatus);

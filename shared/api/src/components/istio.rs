@@ -34,6 +34,8 @@ pub struct IngressGateway {
 component_crd! {
     kind = "Istio", plural = "istios", shortname = "kfistio", status = "ComponentStatus",
     doc = "The Istio control plane (CNI, istiod, ingress gateway) that Kubeflow's Serving and Pipelines use, reconciled by the kubeflow-istio-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Istio version to deploy, e.g. \"1.30.1\" (no \"v\"); the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"discovery\": \"registry.example/istio/pilot:1.30.1\"} (istiod's container); \"istio-proxy\" names the gateway's.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of the Istio control plane.
     pub struct IstioSpec {

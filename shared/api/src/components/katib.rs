@@ -19,6 +19,8 @@ pub struct KatibDatabase {
 component_crd! {
     kind = "Katib", plural = "katibs", shortname = "kfkatib", status = "ComponentStatus",
     doc = "Katib (hyperparameter tuning and neural architecture search: controller, database manager, web app, database), reconciled by the kubeflow-katib-operator. Needs Istio's and cert-manager's CRDs. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Katib version to deploy, e.g. \"v0.19.0\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"katib-controller\": \"registry.example/kubeflow/katib/katib-controller:v0.19.0\"}; the others are \"katib-db-manager\", \"katib-ui\" and \"katib-mysql\". The suggestion and metrics-collector images in katib-config move with imageRegistry.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of Katib.
     pub struct KatibSpec {

@@ -8,6 +8,8 @@ use crate::common::{CommonSpec, ComponentStatus};
 component_crd! {
     kind = "Knative", plural = "knatives", shortname = "kfknative", status = "ComponentStatus",
     doc = "Knative Serving (with net-istio and the cluster-local gateway) and, when asked, Knative Eventing, reconciled by the kubeflow-knative-operator, in knative-serving and knative-eventing. Needs Istio's CRDs. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Knative version to deploy, e.g. \"v1.22.0\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"controller\": \"registry.example/knative/serving/controller:v1.22.0\"}; the others are \"webhook\", \"activator\", \"autoscaler\" and net-istio's. The queue-proxy image in config-deployment moves with imageRegistry.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of Knative.
     pub struct KnativeSpec {

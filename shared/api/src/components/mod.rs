@@ -4,12 +4,15 @@
 /// The CRD attributes every component kind shares: group, version, scope,
 /// the `kubeflow-all` category and the Ready/Reason/Age columns (and, with
 /// `-o wide`, Degraded's reason and Ready's message). Each kind
-/// names itself, its description (`kubectl explain`'s first line), its
-/// status type, its schema derive and its leading columns.
+/// names itself, its description (`kubectl explain`'s first line), its own
+/// wording of the shared `version` and `images` fields, its status type,
+/// its schema derive and its leading columns. The spec must flatten a
+/// `common: CommonSpec`.
 macro_rules! component_crd {
     (
         kind = $kind:tt, plural = $plural:tt, shortname = $short:tt, status = $status:tt,
-        doc = $doc:tt, schema = $schema:ident, columns = [$($column:tt)*],
+        doc = $doc:tt, version_doc = $version_doc:literal, images_doc = $images_doc:literal,
+        schema = $schema:ident, columns = [$($column:tt)*],
         $(#[$meta:meta])*
         pub struct $name:ident { $($body:tt)* }
     ) => {
@@ -57,6 +60,14 @@ macro_rules! component_crd {
         )]
         #[serde(rename_all = "camelCase")]
         pub struct $name { $($body)* }
+
+        impl $crate::components::ComponentSpec for $name {
+            const VERSION_DOC: &'static str = $version_doc;
+            const IMAGES_DOC: &'static str = $images_doc;
+            fn common_mut(&mut self) -> &mut $crate::common::CommonSpec {
+                &mut self.common
+            }
+        }
     };
 }
 
@@ -111,50 +122,34 @@ pub trait ComponentResource:
 
 /// A component's spec: its own settings beside the shared ones.
 pub trait ComponentSpec: Serialize + Default + Clone {
+    /// Its CRD's description of the shared `version` field, with examples
+    /// of its own (the shared Rust type cannot give one kind's to all).
+    const VERSION_DOC: &'static str;
+    /// Its CRD's description of the shared `images` field.
+    const IMAGES_DOC: &'static str;
+
     /// The settings every component shares, to set (the `Kubeflow` CR
     /// fills in the version, platform, mirror and upgrade strategy).
     fn common_mut(&mut self) -> &mut CommonSpec;
 }
 
-macro_rules! component {
-    ($kind:ty, $spec:ty, $name:literal) => {
-        impl ComponentResource for $kind {
+/// Each registry entry's kind as a [`ComponentResource`], named as the
+/// registry names it.
+macro_rules! component_resources {
+    ($(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident {
+            name: $name:literal, field: $field:literal, plural: $plural:literal,
+            $($key:ident: $value:tt),* $(,)?
+        }
+    ),* $(,)?) => {$(
+        impl ComponentResource for $module::$kind {
             const COMPONENT: &'static str = $name;
             fn common(&self) -> &CommonSpec {
                 &self.spec.common
             }
         }
-        impl ComponentSpec for $spec {
-            fn common_mut(&mut self) -> &mut CommonSpec {
-                &mut self.common
-            }
-        }
-    };
+    )*};
 }
 
-component!(training::Training, training::TrainingSpec, "training");
-component!(trainer::Trainer, trainer::TrainerSpec, "trainer");
-component!(serving::Serving, serving::ServingSpec, "serving");
-component!(pipelines::Pipelines, pipelines::PipelinesSpec, "pipelines");
-component!(istio::Istio, istio::IstioSpec, "istio");
-component!(notebooks::Notebooks, notebooks::NotebooksSpec, "notebooks");
-component!(katib::Katib, katib::KatibSpec, "katib");
-component!(spark::Spark, spark::SparkSpec, "spark");
-component!(knative::Knative, knative::KnativeSpec, "knative");
-component!(
-    model_registry::ModelRegistry,
-    model_registry::ModelRegistrySpec,
-    "model-registry"
-);
-component!(auth::Auth, auth::AuthSpec, "auth");
-component!(dashboard::Dashboard, dashboard::DashboardSpec, "dashboard");
-component!(
-    cert_manager::CertManager,
-    cert_manager::CertManagerSpec,
-    "cert-manager"
-);
-component!(
-    device_plugins::DevicePlugins,
-    device_plugins::DevicePluginsSpec,
-    "device-plugins"
-);
+crate::for_each_component!(component_resources);

@@ -28,6 +28,8 @@ pub struct ModelRegistryDatabase {
 component_crd! {
     kind = "ModelRegistry", plural = "modelregistries", shortname = "kfmodelregistry", status = "ComponentStatus",
     doc = "Model Registry (Kubeflow Hub from v0.3.9: registry server, database, web app, model catalog), reconciled by the kubeflow-model-registry-operator. Needs Istio's CRDs. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Model Registry version to deploy, e.g. \"v0.3.9\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"rest-container\": \"registry.example/kubeflow/hub/server:v0.3.9\"}; the others are \"model-registry-ui\", \"catalog\", \"db-container\" and \"postgres\".",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of the Model Registry.
     pub struct ModelRegistrySpec {

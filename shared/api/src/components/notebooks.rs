@@ -78,6 +78,8 @@ pub struct Spawner {
 component_crd! {
     kind = "Notebooks", plural = "notebooks", shortname = "kfnb", status = "ComponentStatus",
     doc = "Kubeflow Notebooks (notebook controller, Jupyter and volumes web apps, TensorBoards, PVC viewer), reconciled by the kubeflow-notebooks-operator. Needs Istio's and cert-manager's CRDs. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Kubeflow Notebooks version to deploy, e.g. \"v1.11.0\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"jupyter-web-app\": \"registry.example/kubeflow/notebooks/jupyter-web-app:v1.11.0\"}; the controllers name theirs \"manager\" (one override sets them all). The images the spawner offers are spec.spawner.images.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of Kubeflow Notebooks.
     pub struct NotebooksSpec {

@@ -76,6 +76,8 @@ pub struct ObjectStore {
 component_crd! {
     kind = "Pipelines", plural = "pipelines", shortname = "kfpipelines", status = "ComponentStatus",
     doc = "Kubeflow Pipelines (API server, UI, workflow controller, metadata store, database and object store), reconciled by the kubeflow-pipelines-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Kubeflow Pipelines version to deploy, e.g. \"2.16.1\" (no \"v\"); the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"ml-pipeline-api-server\": \"registry.example/kfp/api-server:2.16.1\"}.",
     schema = KubeSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of Kubeflow Pipelines.
     pub struct PipelinesSpec {

@@ -29,6 +29,8 @@ pub enum CertificateSource {
 component_crd! {
     kind = "Serving", plural = "servings", shortname = "kfserving", status = "ComponentStatus",
     doc = "KServe, Kubeflow's model serving (controller, webhooks, serving runtimes), reconciled by the kubeflow-serving-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "KServe version to deploy, e.g. \"v0.18.0\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"manager\": \"registry.example/kserve/kserve-controller:v0.18.0\"} (KServe's controllers all name their container \"manager\": one override sets them all).",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of KServe.
     pub struct ServingSpec {

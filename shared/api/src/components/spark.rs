@@ -18,6 +18,8 @@ pub enum BatchScheduler {
 component_crd! {
     kind = "Spark", plural = "sparks", shortname = "kfspark", status = "ComponentStatus",
     doc = "The Spark operator (SparkApplication, ScheduledSparkApplication, SparkConnect), reconciled by the kubeflow-spark-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Spark operator version to deploy, e.g. \"2.5.0\" (no \"v\"); the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"spark-operator-controller\": \"registry.example/kubeflow/spark-operator/controller:2.5.0\"}; the webhook's is \"spark-operator-webhook\".",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of the Spark operator.
     pub struct SparkSpec {

@@ -27,6 +27,8 @@ pub struct TrainerController {
 component_crd! {
     kind = "Trainer", plural = "trainers", shortname = "kftrainer", status = "TrainerStatus",
     doc = "Kubeflow Trainer v2 (TrainJob, with its JobSet controller and training runtimes), reconciled by the kubeflow-trainer-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "Kubeflow Trainer version to deploy, e.g. \"v2.2.0\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by Deployment (both controllers name their container \"manager\"): \"kubeflow-trainer-controller-manager\" or \"jobset-controller-manager\", e.g. {\"jobset-controller-manager\": \"registry.example/jobset/jobset:v0.11.0\"}.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"), printcolumn(name = "JobSet", type_ = "string", json_path = ".status.jobSetVersion"),],
     /// Desired state of Kubeflow Trainer v2.
     pub struct TrainerSpec {
@@ -69,3 +71,5 @@ pub struct TrainerStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<String>,
 }
+
+crate::status::extended_status!(TrainerStatus);

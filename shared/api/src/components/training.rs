@@ -61,6 +61,8 @@ pub enum GangScheduler {
 component_crd! {
     kind = "Training", plural = "trainings", shortname = "kftraining", status = "ComponentStatus",
     doc = "The Kubeflow training-operator (Trainer v1: PyTorchJob, TFJob and the other job kinds), reconciled by the kubeflow-training-operator. Usually created by a Kubeflow resource; edit it to change this component alone.",
+    version_doc = "training-operator version to deploy, e.g. \"v1.9.2\"; the meta-operator sets it from its release table.",
+    images_doc = "Image overrides by container name, e.g. {\"training-operator\": \"registry.example/kubeflow/training-operator:v1.9.2\"}.",
     schema = JsonSchema, columns = [printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),],
     /// Desired state of the Kubeflow training-operator.
     pub struct TrainingSpec {
