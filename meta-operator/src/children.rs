@@ -4,8 +4,8 @@
 
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
-use kubeflow_api::kubeflow::{ComponentEntry, ManagementState};
-use kubeflow_api::{ComponentSpec, Kubeflow, Platform};
+use kubeflow_api::kubeflow::{ManagementState, StatedEntry};
+use kubeflow_api::{CommonSpec, Kubeflow, Platform};
 use serde_json::{Map, Value, json};
 
 use crate::component_kind::ComponentKind;
@@ -22,41 +22,40 @@ pub struct Child {
     pub spec: Map<String, Value>,
 }
 
-/// A component's child spec, typed: the fields its entry states, and the
-/// shared settings the `Kubeflow` CR fills in where the entry leaves them
-/// (the release's version, the resolved platform, the mirror, the digest
-/// map, the upgrade strategy). Approval is the `Kubeflow` CR's (see
+/// A component's child spec: the fields its entry states, and the shared
+/// settings the `Kubeflow` CR fills in where the entry leaves them (the
+/// release's version, the resolved platform, the mirror, the digest map,
+/// the upgrade strategy). Approval is the `Kubeflow` CR's (see
 /// approval.rs): an entry's own approvedPlan would bypass the release's
 /// digest, so it is dropped.
-fn stated<S: ComponentSpec>(
-    entry: Option<&ComponentEntry<S>>,
+fn stated(
+    entry: &dyn StatedEntry,
     kf: &Kubeflow,
     version: Option<&str>,
     platform: Platform,
 ) -> (bool, Map<String, Value>) {
-    let managed = entry.is_some_and(|e| e.management_state == ManagementState::Managed);
-    let mut spec = entry.and_then(|e| e.spec.clone()).unwrap_or_default();
-    let common = spec.common_mut();
-    // A version the Kubeflow CR pins for the component wins over the release table.
-    if common.version.is_none() {
-        common.version = version.map(str::to_string);
-    }
-    common.platform = Some(platform);
-    if common.image_registry.is_none() {
-        common.image_registry.clone_from(&kf.spec.image_registry);
-    }
-    if common.image_digests.is_none() {
-        common.image_digests.clone_from(&kf.spec.image_digests);
-    }
-    common.approved_plan = None;
-    if common.upgrade_strategy.is_none() {
-        common.upgrade_strategy = kf.spec.upgrade_strategy;
-    }
-    let map = match serde_json::to_value(&spec) {
-        Ok(Value::Object(m)) => m,
+    let fill = |common: &mut CommonSpec| {
+        // A version the Kubeflow CR pins for the component wins over the release table.
+        if common.version.is_none() {
+            common.version = version.map(str::to_string);
+        }
+        common.platform = Some(platform);
+        if common.image_registry.is_none() {
+            common.image_registry.clone_from(&kf.spec.image_registry);
+        }
+        if common.image_digests.is_none() {
+            common.image_digests.clone_from(&kf.spec.image_digests);
+        }
+        common.approved_plan = None;
+        if common.upgrade_strategy.is_none() {
+            common.upgrade_strategy = kf.spec.upgrade_strategy;
+        }
+    };
+    let map = match entry.child_spec(&fill) {
+        Value::Object(m) => m,
         _ => Map::new(),
     };
-    (managed, map)
+    (entry.is_managed(), map)
 }
 
 /// Every component's child, in [`ComponentKind::ORDER`].
@@ -70,30 +69,17 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
         .iter()
         .map(|&component| {
             let v = release.component(component);
-            let (managed, spec) = match component {
-                ComponentKind::Istio => {
-                    let (managed, mut spec) = stated(c.istio.as_ref(), kf, v, platform);
-                    // The login needs Istio's side (extension provider,
-                    // kubeflow-gateway) unless the Istio entry says otherwise.
-                    if login {
-                        spec.entry("oauth2Proxy").or_insert(json!(true));
-                    }
-                    (managed, spec)
-                }
-                ComponentKind::CertManager => stated(c.cert_manager.as_ref(), kf, v, platform),
-                ComponentKind::Auth => stated(c.auth.as_ref(), kf, v, platform),
-                ComponentKind::Dashboard => stated(c.dashboard.as_ref(), kf, v, platform),
-                ComponentKind::Training => stated(c.training.as_ref(), kf, v, platform),
-                ComponentKind::Trainer => stated(c.trainer.as_ref(), kf, v, platform),
-                ComponentKind::DevicePlugins => stated(c.device_plugins.as_ref(), kf, v, platform),
-                ComponentKind::Pipelines => stated(c.pipelines.as_ref(), kf, v, platform),
-                ComponentKind::Serving => stated(c.serving.as_ref(), kf, v, platform),
-                ComponentKind::Notebooks => stated(c.notebooks.as_ref(), kf, v, platform),
-                ComponentKind::Katib => stated(c.katib.as_ref(), kf, v, platform),
-                ComponentKind::ModelRegistry => stated(c.model_registry.as_ref(), kf, v, platform),
-                ComponentKind::Spark => stated(c.spark.as_ref(), kf, v, platform),
-                ComponentKind::Knative => stated(c.knative.as_ref(), kf, v, platform),
-            };
+            // Every registry entry is a field of the Kubeflow CR (both are
+            // generated from the registry).
+            let (managed, mut spec) = c
+                .entry(component.name())
+                .map(|entry| stated(entry, kf, v, platform))
+                .unwrap_or_default();
+            // The login needs Istio's side (extension provider,
+            // kubeflow-gateway) unless the Istio entry says otherwise.
+            if component == ComponentKind::Istio && login {
+                spec.entry("oauth2Proxy").or_insert(json!(true));
+            }
             Child {
                 component,
                 managed,

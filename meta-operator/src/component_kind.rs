@@ -9,59 +9,31 @@ use kube::core::GroupVersionKind;
 use kubeflow_api::registry;
 use kubeflow_api::{API_VERSION, COMPONENTS_GROUP};
 
-/// A component of Kubeflow, each with its own CR kind and operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ComponentKind {
-    /// The service mesh.
-    Istio,
-    /// cert-manager and the Kubeflow issuer.
-    CertManager,
-    /// The login: oauth2-proxy with dex or an external OIDC provider.
-    Auth,
-    /// The central dashboard, profiles with KFAM, PodDefaults, the Kubeflow roles.
-    Dashboard,
-    /// Training operator v1.
-    Training,
-    /// Trainer v2.
-    Trainer,
-    /// GPU device plugins.
-    DevicePlugins,
-    /// Kubeflow Pipelines.
-    Pipelines,
-    /// KServe.
-    Serving,
-    /// Kubeflow Notebooks.
-    Notebooks,
-    /// Katib, hyperparameter tuning.
-    Katib,
-    /// Model Registry (Kubeflow Hub).
-    ModelRegistry,
-    /// The Spark operator.
-    Spark,
-    /// Knative Serving (and Eventing).
-    Knative,
+/// [`ComponentKind`] from the registry's entries, in its order.
+macro_rules! component_kind {
+    ($(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident { $($entry:tt)* }
+    ),* $(,)?) => {
+        /// A component of Kubeflow, each with its own CR kind and operator.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum ComponentKind {$(
+            $(#[doc = $doc])*
+            $kind,
+        )*}
+
+        impl ComponentKind {
+            /// Every component, in creation order; removal runs the other
+            /// way (see [`ComponentKind::removal_wave`]).
+            pub const ORDER: [ComponentKind; registry::COMPONENTS.len()] =
+                [$(ComponentKind::$kind),*];
+        }
+    };
 }
 
-impl ComponentKind {
-    /// Every component, in creation order; removal runs the other way (see
-    /// [`ComponentKind::removal_wave`]).
-    pub const ORDER: [ComponentKind; 14] = [
-        ComponentKind::Istio,
-        ComponentKind::CertManager,
-        ComponentKind::Knative,
-        ComponentKind::Auth,
-        ComponentKind::Dashboard,
-        ComponentKind::Training,
-        ComponentKind::Trainer,
-        ComponentKind::DevicePlugins,
-        ComponentKind::Pipelines,
-        ComponentKind::Serving,
-        ComponentKind::Notebooks,
-        ComponentKind::Katib,
-        ComponentKind::ModelRegistry,
-        ComponentKind::Spark,
-    ];
+kubeflow_api::for_each_component!(component_kind);
 
+impl ComponentKind {
     /// Its entry in the component registry: ORDER follows the registry's
     /// order one to one (a unit test holds this).
     pub fn entry(self) -> &'static registry::Component {
