@@ -31,7 +31,16 @@ pub struct Base {
     /// The CSV this one replaces (the previous release's), if any.
     #[serde(default)]
     replaces: Option<String>,
+    /// A component kind's descriptors where `kinds` names it not.
+    component_defaults: ComponentDefaults,
     kinds: BTreeMap<String, KindInfo>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ComponentDefaults {
+    spec: Vec<Descriptor>,
+    status: Vec<Descriptor>,
 }
 
 #[derive(Deserialize)]
@@ -301,10 +310,15 @@ fn owned_crd(crd: &Value, base: &Base) -> Result<Value, String> {
     let schema = version
         .pointer("/schema/openAPIV3Schema")
         .ok_or(format!("{name} has no schema"))?;
-    let info = base
-        .kinds
-        .get(kind)
-        .ok_or(format!("bundle/base.yaml says nothing of {kind}"))?;
+    let fallback;
+    let info = match base.kinds.get(kind) {
+        Some(info) => info,
+        None => {
+            fallback = component_default(kind, schema, base)
+                .ok_or(format!("bundle/base.yaml says nothing of {kind}"))?;
+            &fallback
+        }
+    };
     let spec = if kind == "Kubeflow" {
         with_component_states(&info.spec)
     } else {
@@ -345,6 +359,20 @@ fn owned_crd(crd: &Value, base: &Base) -> Result<Value, String> {
         "specDescriptors": descriptors("spec", &spec)?,
         "statusDescriptors": descriptors("status", &info.status)?,
     }))
+}
+
+/// How the console shows a component kind `kinds` says nothing of: by its
+/// registry title and its CRD's first sentence, with the shared fields (so
+/// that a new component needs no console text of its own).
+fn component_default(kind: &str, schema: &Value, base: &Base) -> Option<KindInfo> {
+    let entry = kubeflow_api::registry::by_kind(kind)?;
+    let about = schema.get("description").and_then(Value::as_str)?;
+    Some(KindInfo {
+        display_name: entry.title.to_string(),
+        description: first_sentence(about),
+        spec: base.component_defaults.spec.clone(),
+        status: base.component_defaults.status.clone(),
+    })
 }
 
 /// The `Kubeflow` kind's descriptors with one Managed/Removed choice per
