@@ -20,3 +20,24 @@ katib: katib
 modelRegistry: model-registry
 spark: spark
 {{- end }}
+
+{{/*
+The component kinds' resources (plurals in components.kubeflow.org), as a
+YAML list: the user roles grant them.
+*/}}
+{{- define "kubeflow.componentResources" -}}
+- istios
+- certmanagers
+- knatives
+- auths
+- dashboards
+- trainings
+- trainers
+- deviceplugins
+- pipelines
+- servings
+- notebooks
+- katibs
+- modelregistries
+- sparks
+{{- end }}
