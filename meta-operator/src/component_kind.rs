@@ -157,7 +157,7 @@ mod tests {
             .iter()
             .map(|c| c.api_resource().plural)
             .collect();
-        assert_eq!(plurals.len(), 14);
+        assert_eq!(plurals.len(), registry::COMPONENTS.len());
         assert_eq!(ComponentKind::DevicePlugins.to_string(), "device-plugins");
         assert_eq!(
             ComponentKind::DevicePlugins.api_resource().kind,
