@@ -3,9 +3,13 @@
 //! token of the ServiceAccount the bundle gives them (so their installed
 //! RBAC is what they get), and stopped by their own pid.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use serde_json::Value;
 
 use crate::operator::stop_child;
@@ -84,6 +88,170 @@ pub fn serving_certificate(dir: &Path) {
     assert!(ok, "openssl could not make a certificate");
 }
 
+/// What an installed Deployment's container runs with: its arguments, its
+/// environment, the files its ConfigMap volumes mount (by mount path, read
+/// from the live ConfigMaps) and the folders its Secret volumes mount (by
+/// mount path, the Secret's name).
+pub struct Installed {
+    /// The container's `args` (its `command` is the program itself).
+    pub args: Vec<String>,
+    /// The container's `env`.
+    pub env: Vec<(String, String)>,
+    /// Mount path -> the ConfigMap key's text, for `subPath` mounts of a
+    /// ConfigMap volume: the configuration files the program reads.
+    pub files: BTreeMap<String, String>,
+    /// Mount path -> Secret name, for Secret volumes.
+    pub secrets: BTreeMap<String, String>,
+    /// The pod's ServiceAccount.
+    pub service_account: String,
+}
+
+/// Reads what container `container` of the live Deployment `ns/name` runs
+/// with, resolving its ConfigMap-mounted files from the live ConfigMaps:
+/// the run then uses what the operator installed, not a copy of upstream's
+/// defaults. A mount or variable this cannot resolve fails the test rather
+/// than being dropped, which would run the program on something else.
+pub async fn installed(client: &kube::Client, ns: &str, name: &str, container: &str) -> Installed {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("Deployment {ns}/{name}: {e}"));
+    let pod = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .unwrap_or_else(|| panic!("Deployment {ns}/{name} has no pod template"));
+    let c = pod
+        .containers
+        .iter()
+        .find(|c| c.name == container)
+        .unwrap_or_else(|| panic!("Deployment {ns}/{name} has no container {container}"));
+    let volumes = pod.volumes.clone().unwrap_or_default();
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut files = BTreeMap::new();
+    let mut secrets = BTreeMap::new();
+    for m in c.volume_mounts.clone().unwrap_or_default() {
+        let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
+            panic!("{name}: mount {} names no volume", m.mount_path)
+        };
+        if let Some(cm) = &v.config_map {
+            let key = m.sub_path.clone().unwrap_or_else(|| {
+                panic!("{name}: {} mounts a whole ConfigMap folder", m.mount_path)
+            });
+            let data = configs
+                .get(&cm.name)
+                .await
+                .unwrap_or_else(|e| panic!("ConfigMap {ns}/{}: {e}", cm.name))
+                .data
+                .unwrap_or_default();
+            let text = data
+                .get(&key)
+                .unwrap_or_else(|| panic!("ConfigMap {ns}/{} has no key {key}", cm.name));
+            files.insert(m.mount_path.clone(), text.clone());
+        } else if let Some(secret) = &v.secret {
+            secrets.insert(
+                m.mount_path.clone(),
+                secret.secret_name.clone().unwrap_or_default(),
+            );
+        } else {
+            panic!(
+                "{name}: volume {} is neither a ConfigMap nor a Secret",
+                v.name
+            )
+        }
+    }
+    let env = c
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let value = match (e.value, e.value_from) {
+                (Some(v), None) => v,
+                (None, Some(from))
+                    if from.field_ref.as_ref().map(|f| f.field_path.as_str())
+                        == Some("metadata.namespace") =>
+                {
+                    ns.to_string()
+                }
+                (None, None) => String::new(),
+                (_, from) => panic!("{name}: env {} from {from:?} is not resolved here", e.name),
+            };
+            (e.name, value)
+        })
+        .collect();
+    Installed {
+        args: c.args.clone().unwrap_or_default(),
+        env,
+        files,
+        secrets,
+        service_account: pod.service_account_name.clone().unwrap_or_default(),
+    }
+}
+
+impl Installed {
+    /// Writes each mounted file (as `edit` leaves it: listener ports moved)
+    /// into `dir` and returns the arguments with each mount path replaced
+    /// by its file there (`--config=/controller_manager_config.yaml`).
+    pub fn args_with_files(&self, dir: &Path, edit: impl Fn(&str, &str) -> String) -> Vec<String> {
+        let mut args = self.args.clone();
+        for (mount, text) in &self.files {
+            let local = dir.join(mount.trim_start_matches('/').replace('/', "_"));
+            std::fs::write(&local, edit(mount, text)).expect("write a mounted file");
+            let local = local.display().to_string();
+            for a in &mut args {
+                *a = a.replace(mount.as_str(), &local);
+            }
+        }
+        args
+    }
+}
+
+/// A folder a controller sees in a private mount namespace: the files of
+/// `from` copied to `at`, on a tmpfs mounted at `tmpfs` (which hides what
+/// the host has there, for that process only).
+pub struct PrivateFolder<'a> {
+    /// The folder on the host whose files are copied.
+    pub from: &'a Path,
+    /// Where the tmpfs goes (`/tmp`, `/run`): an existing folder.
+    pub tmpfs: String,
+    /// Where the files appear, under `tmpfs`.
+    pub at: String,
+}
+
+impl<'a> PrivateFolder<'a> {
+    /// The ServiceAccount folder a pod has
+    /// (`/var/run/secrets/kubernetes.io/serviceaccount`), holding only its
+    /// `namespace` file, written into `dir`: controller-runtime's leader
+    /// election and the certificate rotators of Trainer and JobSet take
+    /// their namespace from it (with no such file they fall back to
+    /// `kubeflow-system` / `jobset-system`, where nothing was installed).
+    /// The credentials stay the kubeconfig's (KUBECONFIG comes first).
+    pub fn service_account_namespace(dir: &'a Path, namespace: &str) -> Self {
+        std::fs::create_dir_all(dir).expect("folder");
+        std::fs::write(dir.join("namespace"), namespace).expect("namespace file");
+        // /var/run is a link to /run on the machines this runs on; the
+        // tmpfs goes where the link leads, so the path resolves into it.
+        let run = std::fs::canonicalize("/var/run")
+            .unwrap_or_else(|_| PathBuf::from("/var/run"))
+            .display()
+            .to_string();
+        PrivateFolder {
+            from: dir,
+            at: format!("{run}/secrets/kubernetes.io/serviceaccount"),
+            tmpfs: run,
+        }
+    }
+
+    /// `from`'s files at `/tmp/<name>`, on a private /tmp.
+    pub fn tmp(from: &'a Path, name: &str) -> Self {
+        PrivateFolder {
+            from,
+            tmpfs: "/tmp".to_string(),
+            at: format!("/tmp/{name}"),
+        }
+    }
+}
+
 /// An upstream controller's process, stopped when dropped.
 pub struct Controller {
     child: Child,
@@ -104,32 +272,65 @@ impl Controller {
         private_tmp: Option<(&Path, &str)>,
         log: PathBuf,
     ) -> Self {
+        let folders: Vec<PrivateFolder> = private_tmp
+            .map(|(from, name)| PrivateFolder::tmp(from, name))
+            .into_iter()
+            .collect();
+        Self::start_with(program, args, env, &folders, log)
+    }
+
+    /// [`Controller::start`] with any number of private folders: each
+    /// tmpfs mounted once, in a private mount namespace that goes with the
+    /// process, every source read before any tmpfs can hide it.
+    pub fn start_with(
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        folders: &[PrivateFolder],
+        log: PathBuf,
+    ) -> Self {
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let mut cmd = match private_tmp {
-            Some((from, name)) => {
-                // unshare execs the shell, which execs the controller: one
-                // pid from start to end, the one recorded here.
-                let mut c = Command::new("unshare");
-                c.args(["--mount", "--propagation", "private", "sh", "-c"])
-                    .arg(
-                        "set -e; files=$(tar -C \"$1\" -cf - . | base64 -w0); \
-                         mount -t tmpfs -o size=16m,mode=1777 tmpfs /tmp; mkdir -p \"/tmp/$2\"; \
-                         printf %s \"$files\" | base64 -d | tar -C \"/tmp/$2\" -xf -; \
-                         shift 2; exec \"$@\"",
-                    )
-                    .arg("private-tmp")
-                    .arg(from)
-                    .arg(name)
-                    .arg(program)
-                    .args(args);
-                c
+        let mut cmd = if folders.is_empty() {
+            let mut c = Command::new(program);
+            c.args(args);
+            c
+        } else {
+            // Folder i's source, tmpfs and target are positional
+            // arguments 3i+1..3i+3 of the script.
+            let mut script = String::from("set -e\n");
+            for i in 0..folders.len() {
+                script += &format!(
+                    "f{i}=$(tar -C \"${{{}}}\" -cf - . | base64 -w0)\n",
+                    3 * i + 1
+                );
             }
-            None => {
-                let mut c = Command::new(program);
-                c.args(args);
-                c
+            let mut mounted: Vec<&str> = Vec::new();
+            for (i, f) in folders.iter().enumerate() {
+                if !mounted.contains(&f.tmpfs.as_str()) {
+                    script += &format!(
+                        "mount -t tmpfs -o size=16m,mode=1777 tmpfs \"${{{}}}\"\n",
+                        3 * i + 2
+                    );
+                    mounted.push(&f.tmpfs);
+                }
+                script += &format!(
+                    "mkdir -p \"${{{0}}}\"; printf %s \"$f{i}\" | base64 -d | tar -C \"${{{0}}}\" -xf -\n",
+                    3 * i + 3
+                );
             }
+            script += &format!("shift {}; exec \"$@\"", 3 * folders.len());
+            // unshare execs the shell, which execs the controller: one
+            // pid from start to end, the one recorded here.
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "sh", "-c"])
+                .arg(script)
+                .arg("private-folders");
+            for f in folders {
+                c.arg(f.from).arg(&f.tmpfs).arg(&f.at);
+            }
+            c.arg(program).args(args);
+            c
         };
         for (k, v) in env {
             cmd.env(k, v);
@@ -145,6 +346,33 @@ impl Controller {
     /// What it has logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Fails when its log is missing or empty (a check of an unwritten log
+    /// proves nothing) or has any "forbidden" in it: an API request its
+    /// installed RBAC refused, whatever the program then did about it.
+    pub fn assert_nothing_forbidden(&self, what: &str) {
+        let text = std::fs::read_to_string(&self.log)
+            .unwrap_or_else(|e| panic!("{what}'s log {}: {e}", self.log.display()));
+        assert!(
+            !text.trim().is_empty(),
+            "{what}'s log {} is empty",
+            self.log.display()
+        );
+        let refused: Vec<&str> = text
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "{what} was refused by its installed RBAC:\n{}",
+            refused.join("\n")
+        );
+    }
+
+    /// Its log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
     }
 
     /// Whether it is still running.
