@@ -377,9 +377,9 @@ fn jobset_webhook_defaults(js: &DynamicObject) -> Value {
 }
 
 /// Takes Trainer's in-use finalizer off the torch-distributed runtime when
-/// dropped (also when the test fails): held, it would keep the Trainer's
-/// removal, and the next run's sweep, waiting for ever (see the end of
-/// [`trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed`]).
+/// the test fails before the Trainer's removal: held with no controller
+/// running, it would keep the next run's sweep waiting for ever. A passing
+/// test forgets it (the controller took the finalizer off).
 struct ReleaseRuntime;
 
 impl Drop for ReleaseRuntime {
@@ -591,27 +591,34 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
     jobset.assert_nothing_forbidden("JobSet's controller manager");
     assert_eq!(op.writes().await, before, "nor while the TrainJob went");
     phases.phase("the TrainJob deleted");
-    let run_dirs: Vec<std::path::PathBuf> = [&trainer, &jobset]
-        .iter()
-        .filter_map(|c| c.log_path().parent().map(std::path::Path::to_path_buf))
-        .collect();
-    drop(trainer);
-    drop(jobset);
-    // The runtime keeps Trainer's in-use finalizer, which Trainer's
-    // controller takes off only once the runtime is being deleted and no
-    // TrainJob names it. The operator's removal deletes the runtime with
-    // the controller's RBAC, ServiceAccount and Deployment at once, so the
-    // controller is refused (forbidden, then Unauthorized) before it can,
-    // and the removal waits on the runtime for ever (seen here, with the
-    // controller still running). Released by hand, as an administrator
-    // would, so that this test ends.
-    drop(release);
+
+    // The Trainer goes while its controller runs: the removal deletes the
+    // runtimes first and waits, and Trainer's controller, still allowed
+    // what it was installed with, takes its in-use finalizer off the
+    // runtime no TrainJob names any more; only then do the controller's
+    // RBAC, ServiceAccount and Deployment go.
     kubeflow_e2e::component::delete_and_wait(
         &trainers,
         "kubeflow",
         kubeflow_e2e::component::REMOVAL_TIMEOUT,
     )
     .await;
+    assert!(
+        runtimes(&client)
+            .get_opt("torch-distributed")
+            .await
+            .expect("runtime")
+            .is_none(),
+        "the runtime went with the Trainer"
+    );
+    // Nothing holds the runtime any more: the guard has nothing to do.
+    std::mem::forget(release);
+    let run_dirs: Vec<std::path::PathBuf> = [&trainer, &jobset]
+        .iter()
+        .filter_map(|c| c.log_path().parent().map(std::path::Path::to_path_buf))
+        .collect();
+    drop(trainer);
+    drop(jobset);
     phases.phase("Trainer removed");
     drop(op);
     ns.delete().await;

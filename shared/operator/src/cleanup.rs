@@ -56,8 +56,7 @@ pub async fn cleanup(
     let members = engine
         .list_members_but(inv, group_kinds, Some(&inv.parent_namespace))
         .await?;
-    let live_objects: Vec<DynamicObject> = members.iter().map(|m| m.object.clone()).collect();
-    let custom = kinds::custom_kinds(&live_objects);
+    let own_crds = crd_names(&members);
     // Within its wave, an aggregated ClusterRole waits for its sources; and
     // none is left aggregating while anything is deleted (see aggregation).
     let aggregated = if members.iter().any(|m| kind(&m.object) == "ClusterRole") {
@@ -86,7 +85,10 @@ pub async fn cleanup(
             _ => 0,
         };
         waves
-            .entry((kinds::delete_wave(&m.object, &custom), level))
+            .entry((
+                kinds::delete_wave(&m.object, is_own_custom(m, &own_crds)),
+                level,
+            ))
             .or_default()
             .push(m);
     }
@@ -149,6 +151,26 @@ pub async fn cleanup(
     Ok(out)
 }
 
+/// The names of the CRDs among the members. Members are listed as metadata
+/// (a CRD's schema is megabytes), so a CRD is known by its name,
+/// `<plural>.<group>`, not by its spec: reading the kind from a spec that
+/// was never fetched put every custom resource in the same wave as its
+/// controller's RBAC, and a runtime that controller holds with a finalizer
+/// (Trainer's `resource-in-use`) waited for ever.
+fn crd_names(members: &[Member]) -> BTreeSet<String> {
+    members
+        .iter()
+        .filter(|m| kind(&m.object) == "CustomResourceDefinition")
+        .filter_map(|m| m.object.metadata.name.clone())
+        .collect()
+}
+
+/// Whether a member is a custom resource of one of the members' CRDs.
+fn is_own_custom(member: &Member, crds: &BTreeSet<String>) -> bool {
+    let r = &member.resolved.resource;
+    !r.group.is_empty() && crds.contains(&format!("{}.{}", r.plural, r.group))
+}
+
 /// A kept member as the status lists it.
 fn kept_entry(obj: &DynamicObject, message: String) -> ReleasedObject {
     ReleasedObject {
@@ -206,5 +228,60 @@ where
             Ok(false)
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::Resolved;
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    /// A member as the metadata list gives it: no spec.
+    fn member(group: &str, kind: &str, plural: &str, name: &str) -> Member {
+        let gvk = GroupVersionKind::gvk(group, "v1", kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let mut object = DynamicObject::new(name, &resource);
+        object.data = serde_json::Value::Null;
+        Member {
+            object,
+            resolved: Resolved {
+                resource,
+                namespaced: false,
+            },
+        }
+    }
+
+    #[test]
+    fn custom_resources_of_the_members_crds_go_first_known_by_the_crds_names() {
+        let members = vec![
+            member(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+                "clustertrainingruntimes.trainer.kubeflow.org",
+            ),
+            member(
+                "trainer.kubeflow.org",
+                "ClusterTrainingRuntime",
+                "clustertrainingruntimes",
+                "torch-distributed",
+            ),
+            member(
+                "rbac.authorization.k8s.io",
+                "ClusterRole",
+                "clusterroles",
+                "kubeflow-trainer-controller-manager",
+            ),
+            // Another component's kind: its CRD is not a member here.
+            member("jobset.x-k8s.io", "JobSet", "jobsets", "j"),
+            member("", "ServiceAccount", "serviceaccounts", "sa"),
+        ];
+        let crds = crd_names(&members);
+        let waves: Vec<u8> = members
+            .iter()
+            .map(|m| kinds::delete_wave(&m.object, is_own_custom(m, &crds)))
+            .collect();
+        assert_eq!(waves, vec![5, 0, 3, 3, 3]);
     }
 }

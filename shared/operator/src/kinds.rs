@@ -138,10 +138,12 @@ pub fn apply_wave(obj: &DynamicObject) -> u8 {
     }
 }
 
-/// Delete wave on cleanup: custom resources before the webhooks and Services
-/// that serve them, workloads before their RBAC, CRDs and Namespaces last.
-pub fn delete_wave(obj: &DynamicObject, custom_kinds: &[String]) -> u8 {
-    if custom_kinds.iter().any(|gk| *gk == group_kind(obj)) {
+/// Delete wave on cleanup: custom resources of the bundle's own CRDs
+/// (`own_custom`) first, while the controllers that hold finalizers on them
+/// still run with their rights; then the webhooks and Services that serve
+/// them, workloads before their RBAC, CRDs and Namespaces last.
+pub fn delete_wave(obj: &DynamicObject, own_custom: bool) -> u8 {
+    if own_custom {
         return 0;
     }
     match kind(obj) {
@@ -151,19 +153,6 @@ pub fn delete_wave(obj: &DynamicObject, custom_kinds: &[String]) -> u8 {
         "Namespace" => 6,
         _ => 3,
     }
-}
-
-/// Every kind defined by the bundle's CRDs, as `Kind.group`.
-pub fn custom_kinds(objects: &[DynamicObject]) -> Vec<String> {
-    objects
-        .iter()
-        .filter(|o| kind(o) == "CustomResourceDefinition")
-        .filter_map(|o| {
-            let k = o.data.pointer("/spec/names/kind")?.as_str()?;
-            let g = o.data.pointer("/spec/group")?.as_str()?;
-            Some(format!("{k}.{g}"))
-        })
-        .collect()
 }
 
 /// One object's identity: `Kind.group`, namespace ("" when cluster-scoped)
@@ -275,8 +264,7 @@ mod tests {
         sorted.sort();
         assert_eq!(waves, sorted, "apply waves follow dependencies: {waves:?}");
         // Cleanup: custom resources, then webhooks, workloads, the rest, CRDs, Namespaces.
-        let custom = vec!["Gateway.networking.istio.io".to_string()];
-        let delete = |a: &str, k: &str| delete_wave(&obj(a, k), &custom);
+        let delete = |a: &str, k: &str| delete_wave(&obj(a, k), k == "Gateway");
         let deletes = [
             delete("networking.istio.io/v1", "Gateway"),
             delete(
