@@ -444,17 +444,18 @@ pub async fn delete_crds_of(client: &Client, group_suffix: &str) {
     }
 }
 
-/// The API resource of one of the project's kinds.
+/// The API resource of one of the project's kinds: `Kubeflow`, or a
+/// component kind the registry names (its plural from there).
 pub fn component_resource(kind: &str) -> ApiResource {
-    let (group, plural) = match kind {
-        "Kubeflow" => ("platform.kubeflow.org", "kubeflows".to_string()),
-        "DevicePlugins" => ("components.kubeflow.org", "deviceplugins".to_string()),
-        "Pipelines" => ("components.kubeflow.org", "pipelines".to_string()),
-        "Notebooks" => ("components.kubeflow.org", "notebooks".to_string()),
-        "ModelRegistry" => ("components.kubeflow.org", "modelregistries".to_string()),
-        k => ("components.kubeflow.org", format!("{}s", k.to_lowercase())),
+    let (group, plural) = match kubeflow_api::registry::COMPONENTS
+        .iter()
+        .find(|c| c.kind == kind)
+    {
+        Some(c) => ("components.kubeflow.org", c.plural),
+        None if kind == "Kubeflow" => ("platform.kubeflow.org", "kubeflows"),
+        None => panic!("{kind} is neither Kubeflow nor a component kind of the registry"),
     };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), &plural)
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), plural)
 }
 
 /// The namespaces a component installs into whatever its CR's namespace

@@ -108,19 +108,13 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
     })
     .await;
     for user in ["e2e-viewer", "e2e-admin"] {
-        for resource in [
-            "kubeflows.platform.kubeflow.org",
-            "trainings.components.kubeflow.org",
-            "deviceplugins.components.kubeflow.org",
-            "certmanagers.components.kubeflow.org",
-            "notebooks.components.kubeflow.org",
-            "katibs.components.kubeflow.org",
-            "modelregistries.components.kubeflow.org",
-            "sparks.components.kubeflow.org",
-            "knatives.components.kubeflow.org",
-            "auths.components.kubeflow.org",
-            "dashboards.components.kubeflow.org",
-        ] {
+        // Every component kind the registry names, and the Kubeflow kind.
+        let resources = kubeflow_api::registry::COMPONENTS
+            .iter()
+            .map(|c| format!("{}.components.kubeflow.org", c.plural))
+            .chain(["kubeflows.platform.kubeflow.org".to_string()]);
+        for resource in resources {
+            let resource = resource.as_str();
             assert!(
                 can_i(&client, user, "get", resource, &ns.name).await,
                 "{user} get {resource}"
