@@ -116,6 +116,15 @@ async fn client_from_kubeconfig() -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
+/// A client of the test cluster that acts as `user` (impersonation, as
+/// `kubectl --as` does: a ServiceAccount's name gets its groups).
+pub async fn client_as(user: &str) -> anyhow::Result<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig_path())?;
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    config.auth_info.impersonate = Some(user.to_string());
+    Ok(Client::try_from(config)?)
+}
+
 async fn reachable(client: &Client) -> bool {
     client.apiserver_version().await.is_ok()
 }

@@ -28,6 +28,7 @@ mod first_install;
 mod mirror;
 mod monitoring;
 mod namespace_deletion;
+mod powerful_accounts;
 mod reach;
 mod upgrade;
 
@@ -60,6 +61,7 @@ async fn one_installed_demo_holds_its_upgrade_reach_monitoring_mirror_and_deleti
     upgrade::check(&client, &demo).await;
     phases.phase("upgrade to 26.03.1");
     reach::check(&client, &demo).await;
+    powerful_accounts::check(&client).await;
     phases.phase("reach");
     monitoring::check(&client, &demo, &monitor, &rules).await;
     phases.phase("monitoring");
