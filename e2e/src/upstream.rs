@@ -15,7 +15,9 @@ use serde_json::Value;
 use crate::operator::stop_child;
 use crate::{repo_root, run_tool};
 
-/// The folder `e2e/upstream-controllers` builds into (built on first use).
+/// The folder of links, by program name, to what `e2e/upstream-controllers`
+/// built for its versions (built on first use; each program is built once
+/// per version and Go version, into a folder of its own).
 pub fn bin_dir() -> PathBuf {
     let script = repo_root().join("e2e/upstream-controllers");
     let built = Command::new(&script)
@@ -28,6 +30,19 @@ pub fn bin_dir() -> PathBuf {
         .output()
         .expect("e2e/upstream-controllers bin-dir");
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Upstream program `name` (`katib-controller`, `training-operator`), built
+/// on first use. Fails when the script does not build it: a test started on
+/// a missing program would fail later, less clearly.
+pub fn program(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "e2e/upstream-controllers builds no {name} ({})",
+        path.display()
+    );
+    path
 }
 
 /// A folder for one controller run's files (its configuration, kubeconfig
@@ -95,7 +110,7 @@ pub fn serving_certificate(dir: &Path) {
 pub struct Installed {
     /// The container's `args` (its `command` is the program itself).
     pub args: Vec<String>,
-    /// The container's `env`.
+    /// The container's `env`, with the pod's namespace and name resolved.
     pub env: Vec<(String, String)>,
     /// Mount path -> the ConfigMap key's text, for `subPath` mounts of a
     /// ConfigMap volume: the configuration files the program reads.
@@ -172,6 +187,14 @@ pub async fn installed(client: &kube::Client, ns: &str, name: &str, container: &
                         == Some("metadata.namespace") =>
                 {
                     ns.to_string()
+                }
+                // A pod of the Deployment would have a generated name; the
+                // process gets one no pod has.
+                (None, Some(from))
+                    if from.field_ref.as_ref().map(|f| f.field_path.as_str())
+                        == Some("metadata.name") =>
+                {
+                    format!("{name}-process")
                 }
                 (None, None) => String::new(),
                 (_, from) => panic!("{name}: env {} from {from:?} is not resolved here", e.name),

@@ -293,7 +293,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
-    let program = upstream::bin_dir().join("katib-controller");
+    let program = upstream::program("katib-controller");
     let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n";
     let (ns, op, katibs, _) = install(&client, "katib-ctl", OPERATOR, yaml, TIMEOUT).await;
     phases.phase("Katib installed");

@@ -126,7 +126,7 @@ async fn knative_serves_on_istio_with_eventing_on_request_and_its_controller_mak
     // Knative Serving's own controller, with the installed ServiceAccount's
     // token and configuration: a Knative Service becomes a Revision and the
     // Revision's Deployment, its queue-proxy from the mirror.
-    let program = upstream::bin_dir().join("knative-serving-controller");
+    let program = upstream::program("knative-serving-controller");
     let dir = upstream::run_dir(&ns.name);
     std::fs::create_dir_all(&dir).expect("folder");
     let kubeconfig = dir.join("kubeconfig");

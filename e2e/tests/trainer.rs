@@ -414,7 +414,8 @@ fn loopback() -> String {
 #[tokio::test]
 async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() {
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Trainer"], &["trainer"]).await;
-    let bin = upstream::bin_dir();
+    let trainer_program = upstream::program("trainer-controller-manager");
+    let jobset_program = upstream::program("jobset-controller-manager");
     phases.phase("upstream controllers built");
     let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec:\n  version: v2.2.0\n  runtimes: [torch-distributed]\n";
     let (ns, op, trainers, cr) =
@@ -427,45 +428,33 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
     let release = ReleaseRuntime;
 
     let before = op.settled_writes().await;
-    let mut trainer = run_installed(
-        &client,
-        &ns.name,
-        TRAINER,
-        &bin.join("trainer-controller-manager"),
-        |c| {
-            assert_eq!(c["certManagement"]["enable"], json!(true), "as installed");
-            assert_eq!(
-                c["leaderElection"]["leaderElect"],
-                json!(true),
-                "as installed"
-            );
-            c["health"]["healthProbeBindAddress"] = json!(loopback());
-            c["metrics"]["bindAddress"] = json!(loopback());
-            c["webhook"]["host"] = json!("127.0.0.1");
-            c["webhook"]["port"] = json!(free_port());
-            // Only served with the TrainJobStatus feature (off), moved all
-            // the same: it would listen on every interface.
-            c["statusServer"]["port"] = json!(free_port());
-        },
-    )
+    let mut trainer = run_installed(&client, &ns.name, TRAINER, &trainer_program, |c| {
+        assert_eq!(c["certManagement"]["enable"], json!(true), "as installed");
+        assert_eq!(
+            c["leaderElection"]["leaderElect"],
+            json!(true),
+            "as installed"
+        );
+        c["health"]["healthProbeBindAddress"] = json!(loopback());
+        c["metrics"]["bindAddress"] = json!(loopback());
+        c["webhook"]["host"] = json!("127.0.0.1");
+        c["webhook"]["port"] = json!(free_port());
+        // Only served with the TrainJobStatus feature (off), moved all
+        // the same: it would listen on every interface.
+        c["statusServer"]["port"] = json!(free_port());
+    })
     .await;
-    let mut jobset = run_installed(
-        &client,
-        &ns.name,
-        JOBSET,
-        &bin.join("jobset-controller-manager"),
-        |c| {
-            assert_eq!(
-                c["internalCertManagement"]["enable"],
-                json!(true),
-                "as installed"
-            );
-            c["health"]["healthProbeBindAddress"] = json!(loopback());
-            c["metrics"]["bindAddress"] = json!(loopback());
-            c["webhook"]["host"] = json!("127.0.0.1");
-            c["webhook"]["port"] = json!(free_port());
-        },
-    )
+    let mut jobset = run_installed(&client, &ns.name, JOBSET, &jobset_program, |c| {
+        assert_eq!(
+            c["internalCertManagement"]["enable"],
+            json!(true),
+            "as installed"
+        );
+        c["health"]["healthProbeBindAddress"] = json!(loopback());
+        c["metrics"]["bindAddress"] = json!(loopback());
+        c["webhook"]["host"] = json!("127.0.0.1");
+        c["webhook"]["port"] = json!(free_port());
+    })
     .await;
     apply_yaml(&client, &ns.name, TRAIN_JOB).await;
     phases.phase("controllers started");
