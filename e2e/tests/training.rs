@@ -1,20 +1,22 @@
-//! The training operator, running as a process, against the real control plane.
+//! The training operator, running as a process, against the real control plane;
+//! and the Kubeflow Training Operator's own controller run on what it installs.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{
-    component_api, condition, degraded, install, wait_condition, wait_gone,
+    component_api, condition, degraded, install, wait_condition, wait_condition_where, wait_gone,
 };
 use kubeflow_e2e::objects::exists;
-use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
+use kubeflow_e2e::operator::{OperatorProcess, free_port, metric_sum};
 use kubeflow_e2e::repair::repair_time;
+use kubeflow_e2e::upstream::{self, Controller, PrivateFolder};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
@@ -523,11 +525,6 @@ const PYTORCH_JOB: &str = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetada
 /// controller's). The PyTorchJob, then the Training, go while it runs.
 #[tokio::test]
 async fn the_training_operator_runs_a_pytorchjob_to_succeeded_on_what_is_installed() {
-    use k8s_openapi::api::core::v1::Pod;
-    use kubeflow_e2e::component::wait_condition_where;
-    use kubeflow_e2e::operator::free_port;
-    use kubeflow_e2e::upstream::{self, Controller, PrivateFolder};
-
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
     let program = upstream::program("training-operator");
     phases.phase("upstream controller built");
