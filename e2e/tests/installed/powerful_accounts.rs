@@ -325,8 +325,8 @@ async fn kept_out_of_the_system_namespaces(found: &BTreeMap<String, BTreeSet<Str
         }
     }
     eprintln!("controller accounts refused in {SYSTEM}: {tried:?}, {tokens} tokens");
-    // Eighteen controller accounts may make pods or workloads there by
-    // RBAC, three may mint tokens (docs/security.md's table).
+    // Seventeen controller accounts may make pods or workloads there by
+    // RBAC, four may mint tokens (docs/security.md's table).
     let accounts_tried = tried.values().copied().max().unwrap_or(0);
     assert!(
         tried.get("Pod").copied().unwrap_or(0) >= 5 && accounts_tried >= 5 && tokens >= 3,
