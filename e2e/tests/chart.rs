@@ -1,6 +1,6 @@
 //! The Helm chart and the images, checked without a cluster: lint, rendering,
 //! RBAC without wildcards and in step with the operators, the values schema,
-//! monitoring objects, and the images' pinned bundle list.
+//! monitoring objects, and the images' pinned bundle list. No cluster needed.
 
 use kube::api::DynamicObject;
 use kubeflow_e2e::demo::COMPONENTS;

@@ -3,6 +3,7 @@
 //! budgets, digests, logging, extra env and args, security contexts and
 //! OpenShift) changes exactly what it should in `helm template`'s output:
 //! every difference from the default render is listed, nothing else moves.
+//! No cluster needed.
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! the `$datasource`; every selector filtered by `$job` and `$instance`;
 //! counters only under rate or increase, over `$__rate_interval`. That the
 //! queries return series is checked against a real Prometheus
-//! (tests/installed/monitoring.rs).
+//! (tests/installed/monitoring.rs). No cluster needed.
 
 use serde_json::Value;
 
