@@ -109,7 +109,13 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     );
 
     // A field set on the child and not stated by the Kubeflow CR survives reconciles.
-    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 3}})).await;
+    let toleration = json!([{"key": "e2e/meta", "operator": "Exists", "effect": "NoSchedule"}]);
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"tolerations": toleration}}),
+    )
+    .await;
     kubeflow_e2e::component::merge(&kfs, "kubeflow", json!({"spec": {"components": {"training": {"spec": {"jobKinds": ["PyTorchJob", "TFJob"]}}}}})).await;
     let t = wait_for(
         "the parent's change to reach the child",
@@ -121,36 +127,61 @@ async fn children_follow_the_kubeflow_cr_in_order_and_user_edits_survive() {
     )
     .await;
     assert_eq!(
-        t.data.pointer("/spec/replicas"),
-        Some(&json!(3)),
+        t.data.pointer("/spec/tolerations"),
+        Some(&toleration),
         "the user's edit survives"
     );
 
     // A field the Kubeflow CR states and then no longer states leaves the
     // child, and the child's Deployment returns to the bundle's value.
-    kubeflow_e2e::component::merge(
-        &kfs,
-        "kubeflow",
-        json!({"spec": {"components": {"training": {"spec": {"replicas": 2}}}}}),
-    )
-    .await;
+    // (Resources, not replicas: this version's training-operator elects no
+    // leader, so its operator refuses more than one replica.)
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &ns.name);
-    kubeflow_e2e::repair::wait_replicas(&deployments, "training-operator", 2, TIMEOUT).await;
+    let requests = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.resources.as_ref())
+            .and_then(|r| r.requests.clone())
+    };
+    let bundled = requests(
+        &deployments
+            .get("training-operator")
+            .await
+            .expect("the training-operator Deployment"),
+    );
+    let stated = json!({"cpu": "150m", "memory": "64Mi"});
+    assert_ne!(
+        serde_json::to_value(&bundled).ok(),
+        Some(stated.clone()),
+        "the bundle's requests differ from the stated ones"
+    );
     kubeflow_e2e::component::merge(
         &kfs,
         "kubeflow",
-        json!({"spec": {"components": {"training": {"spec": {"replicas": null}}}}}),
+        json!({"spec": {"components": {"training": {"spec": {"resources": {"requests": stated}}}}}}),
+    )
+    .await;
+    wait_for("the stated requests on the Deployment", TIMEOUT, || async {
+        let d = deployments.get("training-operator").await.ok()?;
+        (serde_json::to_value(requests(&d)).ok()? == stated).then_some(())
+    })
+    .await;
+    kubeflow_e2e::component::merge(
+        &kfs,
+        "kubeflow",
+        json!({"spec": {"components": {"training": {"spec": {"resources": null}}}}}),
     )
     .await;
     wait_for(
-        "replicas gone from the child and back to 1",
+        "resources gone from the child and the bundle's back",
         TIMEOUT,
         || async {
             let t = trainings.get("kubeflow").await.ok()?;
             let d = deployments.get("training-operator").await.ok()?;
-            (t.data.pointer("/spec/replicas").is_none() && d.spec?.replicas == Some(1))
-                .then_some(())
+            (t.data.pointer("/spec/resources").is_none() && requests(&d) == bundled).then_some(())
         },
     )
     .await;

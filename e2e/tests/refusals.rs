@@ -291,7 +291,7 @@ spec:
     kubeflow_e2e::component::merge(
         &trainings,
         "kubeflow",
-        serde_json::json!({"spec": {"replicas": 2}}),
+        serde_json::json!({"spec": {"resources": {"requests": {"cpu": "150m"}}}}),
     )
     .await;
     let cr = wait_for("AdmissionDenied", TIMEOUT, || async {

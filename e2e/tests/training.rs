@@ -196,12 +196,28 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
 
     // An edit lands, and only the object it concerns is written.
     let before = op.writes().await;
-    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
-    kubeflow_e2e::repair::wait_replicas(
-        &deployments,
-        "training-operator",
-        2,
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"resources": {"requests": {"cpu": "50m"}}}}),
+    )
+    .await;
+    wait_for(
+        "the controller's new CPU request",
         Duration::from_secs(10),
+        || async {
+            let d = deployments.get("training-operator").await.ok()?;
+            let cpu = d
+                .spec?
+                .template
+                .spec?
+                .containers
+                .first()?
+                .resources
+                .clone()?
+                .requests?;
+            (cpu.get("cpu").map(|q| q.0.as_str()) == Some("50m")).then_some(())
+        },
     )
     .await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
@@ -210,6 +226,30 @@ async fn training_installs_follows_edits_repairs_refuses_bad_input_and_cleans_up
         1.0,
         "one object written for one changed field"
     );
+    // Two replicas of a controller that elects no leader (v1.9.2) would
+    // run every job twice: refused, naming the field, nothing written.
+    let before = op.writes().await;
+    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
+    kubeflow_e2e::component::wait_degraded(
+        &trainings,
+        "InvalidSpec",
+        "spec.replicas",
+        READY_TIMEOUT,
+    )
+    .await;
+    assert_eq!(op.writes().await, before, "a refused spec writes nothing");
+    assert_eq!(
+        deployments
+            .get("training-operator")
+            .await
+            .expect("deployment")
+            .spec
+            .and_then(|s| s.replicas),
+        Some(1)
+    );
+    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": null}}))
+        .await;
+    wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
 
     // Deleted managed objects come back within a second.
     let roles: Api<ClusterRole> = Api::all(client.clone());
@@ -495,7 +535,12 @@ async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
         "crash handover took {crash:?}"
     );
     // The new leader reconciles.
-    kubeflow_e2e::component::merge(&trainings, "kubeflow", json!({"spec": {"replicas": 2}})).await;
+    kubeflow_e2e::component::merge(
+        &trainings,
+        "kubeflow",
+        json!({"spec": {"resources": {"requests": {"cpu": "60m"}}}}),
+    )
+    .await;
     wait_condition(&trainings, "kubeflow", "Ready", "True", READY_TIMEOUT).await;
 
     kubeflow_e2e::component::delete_and_wait(&trainings, "kubeflow", READY_TIMEOUT).await;

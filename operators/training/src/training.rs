@@ -14,6 +14,7 @@ use kubeflow_operator::certs;
 use kubeflow_operator::component::{
     Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
 };
+use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
@@ -73,6 +74,7 @@ impl Component for TrainingComponent {
         let bundle = ctx.bundle()?;
         let version = bundle.version.clone();
         let mut objects = bundle.objects();
+        one_replica_unless_elected(&objects, spec.common.replicas)?;
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],
             target: ctx.namespace,
@@ -97,6 +99,36 @@ impl Component for TrainingComponent {
         }
         Ok(Rendered { objects, version })
     }
+}
+
+/// More than one replica only of a controller that elects a leader: the
+/// training-operator v1.9.2 is installed without `--leader-elect` (and its
+/// role reads no Leases), so two replicas would each reconcile every job,
+/// each undoing the other's writes.
+fn one_replica_unless_elected(
+    objects: &[DynamicObject],
+    replicas: Option<i32>,
+) -> Result<(), Refusal> {
+    let Some(r) = replicas.filter(|r| *r > 1) else {
+        return Ok(());
+    };
+    let elects = objects
+        .iter()
+        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(WORKLOAD))
+        .filter_map(|o| o.data.pointer("/spec/template/spec/containers/0/args"))
+        .filter_map(|a| a.as_array())
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .any(|a| a == "--leader-elect" || a == "--leader-elect=true");
+    if elects {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::InvalidSpec,
+        format!(
+            "spec.replicas is {r}: this version's training-operator elects no leader, so more than one replica would run every job's controller twice; set 1 (a restarted pod takes over in seconds)"
+        ),
+    ))
 }
 
 /// Only the enabled job kinds' CRDs and webhooks; the controller runs only
@@ -150,6 +182,30 @@ mod tests {
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {
         assert_permitted(&TrainingComponent, |dir| every_version(dir, "training"));
+    }
+
+    #[test]
+    fn more_than_one_replica_of_a_controller_without_leader_election_is_refused() {
+        use kubeflow_operator::component::render_spec;
+        let render = |replicas: i32| {
+            render_spec(
+                &TrainingComponent,
+                serde_json::json!({"version": "v1.9.2", "replicas": replicas}),
+                &(),
+            )
+        };
+        assert!(render(1).is_ok());
+        let refused = render(2).err().expect("two replicas refused");
+        assert_eq!(refused.reason, Reason::InvalidSpec);
+        assert!(
+            refused.message.starts_with("spec.replicas is 2"),
+            "{}",
+            refused.message
+        );
+        // A version whose controller elects a leader may have more.
+        let mut objects = render(1).expect("render").objects;
+        transform::set_arg(&mut objects, WORKLOAD, "--leader-elect", Some("true"));
+        assert!(one_replica_unless_elected(&objects, Some(3)).is_ok());
     }
 
     #[test]
