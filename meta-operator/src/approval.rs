@@ -13,12 +13,11 @@ use serde_json::json;
 
 use crate::children::{Child, expected_version};
 use crate::component_kind::ComponentKind;
+use crate::reported;
 
 /// A child's published plan, from its live object.
 fn child_plan(live: &DynamicObject) -> Option<UpgradePlanStatus> {
-    live.data
-        .pointer("/status/upgradePlan")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
+    reported::status(live)?.upgrade_plan
 }
 
 /// The plan of moving the release `from` -> `to`: every managed child's
@@ -92,11 +91,8 @@ pub fn release_plan(
 /// Whether a live child runs another version than the one asked of it
 /// (an install that never reached a version is not a move).
 fn moves(child: &Child, live: &DynamicObject) -> bool {
-    let reached = live
-        .data
-        .pointer("/status/version")
-        .and_then(|v| v.as_str());
-    reached.is_some() && reached != expected_version(child)
+    let reached = reported::status(live).and_then(|s| s.version);
+    reached.is_some() && reached.as_deref() != expected_version(child)
 }
 
 /// When `approved` is the release plan's digest, each child in the plan

@@ -10,6 +10,7 @@ mod reconcile;
 mod release;
 #[cfg(test)]
 mod removal_properties;
+mod reported;
 mod status;
 mod summary;
 

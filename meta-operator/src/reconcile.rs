@@ -27,6 +27,7 @@ use crate::children;
 use crate::component_kind::ComponentKind;
 use crate::plan;
 use crate::release;
+use crate::reported;
 
 /// The operator's name and field manager.
 pub const NAME: &str = "kubeflow-meta-operator";
@@ -400,9 +401,7 @@ async fn cleanup(kf: &Kubeflow, ctx: &Meta, status: &mut KubeflowStatus) -> Resu
 
 /// What a child CR's own removal waits for, from its Ready condition.
 fn removal_wait(child: &DynamicObject) -> Option<String> {
-    let conditions = child.data.pointer("/status/conditions")?.as_array()?;
-    let ready = conditions.iter().find(|c| c["type"] == conditions::READY)?;
-    (ready["reason"] == Reason::Deleting.as_str())
-        .then(|| ready["message"].as_str().map(str::to_string))
-        .flatten()
+    let status = reported::status(child)?;
+    let ready = reported::condition(&status, conditions::READY)?;
+    (ready.reason == Reason::Deleting.as_str()).then(|| ready.message.clone())
 }

@@ -5,18 +5,9 @@
 use kube::api::DynamicObject;
 use kubeflow_api::kubeflow::ComponentSummary;
 use kubeflow_operator::conditions::Reason;
-use serde_json::Value;
 
 use crate::children::{Child, expected_version};
-
-/// A condition of a live object's status, by type.
-fn condition<'a>(status: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
-    status?
-        .get("conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
-}
+use crate::reported::{condition, status};
 
 /// Summarizes one managed child from its live object (None: not created yet).
 /// (Long on purpose: one case after another, each a reason a person reads.)
@@ -33,25 +24,11 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
         };
     };
     let generation = obj.metadata.generation;
-    let status = obj.data.get("status");
-    let observed = status
-        .and_then(|s| s.get("observedGeneration"))
-        .and_then(Value::as_i64);
-    let ready_cond = condition(status, "Ready");
-    let text = |k: &str| {
-        ready_cond
-            .and_then(|c| c.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let deployed = status
-        .and_then(|s| s.get("version"))
-        .and_then(Value::as_str);
-    let (ready, reason, message) = if observed != generation
-        || ready_cond
-            .and_then(|c| c.get("observedGeneration"))
-            .and_then(Value::as_i64)
-            != generation
+    let reported = status(obj).unwrap_or_default();
+    let ready_cond = condition(&reported, "Ready");
+    let deployed = reported.version.as_deref();
+    let (ready, reason, message) = if reported.observed_generation != generation
+        || ready_cond.and_then(|c| c.observed_generation) != generation
     {
         (
             false,
@@ -61,13 +38,12 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
                 generation.unwrap_or(0)
             )),
         )
-    } else if text("status").as_deref() != Some("True") {
-        (false, text("reason"), text("message"))
+    } else if let Some(c) = ready_cond.filter(|c| c.status != "True") {
+        (false, Some(c.reason.clone()), Some(c.message.clone()))
+    } else if ready_cond.is_none() {
+        (false, None, None)
     } else if crate::approval::child_awaits(child, live) {
-        let progressing = condition(status, "Progressing")
-            .and_then(|c| c.get("message"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let progressing = condition(&reported, "Progressing").map(|c| c.message.clone());
         (false, Some(Reason::AwaitingApproval.into()), progressing)
     } else if version.is_some() && deployed != version.as_deref() {
         (
