@@ -60,8 +60,9 @@ pub const PLATFORM: &str = "platform";
 /// ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*)
 /// ```
 ///
-/// `$name`, `$field` and `$plural` are the entry's string literals, `$doc`
-/// its doc lines, `$component` its [`Component`] as one expression.
+/// `$name`, `$field` and `$plural` are the entry's string literals (taken
+/// as `tt`, which keeps the line short: this macro has checked them once),
+/// `$doc` its doc lines, `$component` its [`Component`] as one expression.
 #[macro_export]
 macro_rules! for_each_component {
     ($callback:ident) => {
