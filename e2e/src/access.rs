@@ -19,7 +19,7 @@ use kube::{Client, Config};
 /// A request to ask about, as `kubectl auth can-i` takes it: empty fields
 /// are left out ("" group: the core group; "" name: any object; ""
 /// namespace: cluster-wide, or every namespace).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Request<'a> {
     /// The verb (`get`, `create`, `escalate`, `*`, ...).
     pub verb: &'a str,

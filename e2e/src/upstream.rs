@@ -6,14 +6,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use kube::api::{DeleteParams, DynamicObject};
 use serde_json::Value;
 
-use crate::operator::stop_child;
-use crate::{repo_root, run_tool};
+use crate::component::{REMOVAL_TIMEOUT, delete_and_wait, wait_gone};
+use crate::operator::{OperatorProcess, stop_child};
+use crate::{Serial, repo_root, run_tool};
 
 /// The folder of links, by program name, to what `e2e/upstream-controllers`
 /// built for its versions (built on first use; each program is built once
@@ -408,4 +411,75 @@ impl Drop for Controller {
     fn drop(&mut self) {
         stop_child(&mut self.child);
     }
+}
+
+/// What must hold while upstream controllers work on what an operator
+/// installed: no controller is refused anything by its installed RBAC, and
+/// the operator writes nothing (the controllers' certificates, caBundles
+/// and objects are theirs).
+pub struct Quiet<'a> {
+    /// The component's operator.
+    pub operator: &'a OperatorProcess,
+    /// Its write count when the controllers started
+    /// ([`OperatorProcess::settled_writes`]).
+    pub writes: f64,
+    /// Each controller, with what the messages call it.
+    pub controllers: &'a [(&'a Controller, &'a str)],
+}
+
+impl Quiet<'_> {
+    /// Fails when a controller was refused anything or the operator wrote;
+    /// `message` says when. The write count is read so that a missing
+    /// metrics endpoint fails rather than passing for no writes.
+    pub async fn assert(&self, message: &str) {
+        for (controller, what) in self.controllers {
+            controller.assert_nothing_forbidden(what);
+        }
+        assert_eq!(self.operator.writes().await, self.writes, "{message}");
+    }
+}
+
+/// A user's object the controllers worked on.
+pub struct UserObject<'a> {
+    /// Its API.
+    pub api: &'a Api<DynamicObject>,
+    /// Its name.
+    pub name: &'a str,
+    /// Its kind, as the messages name it (`TrainJob`).
+    pub kind: &'a str,
+}
+
+impl UserObject<'_> {
+    /// Deletes it in the background, as a user would, and waits until it
+    /// is gone: what the controllers made for it goes after it, by its
+    /// owner.
+    pub async fn delete(&self, timeout: Duration) {
+        self.api
+            .delete(self.name, &DeleteParams::background())
+            .await
+            .unwrap_or_else(|e| panic!("delete the {}: {e}", self.kind));
+        wait_gone(self.api, self.name, timeout).await;
+    }
+}
+
+/// The end the real-controller tests share: the user's object goes while
+/// the controllers run, with nothing refused and nothing written
+/// meanwhile; then the component (its resource `kubeflow`, of kind
+/// `component_kind`) goes while they still run, as a user removes it: what
+/// the removal waits on (a finalizer of theirs) they must still be allowed
+/// to finish.
+pub async fn delete_object_then_component(
+    phases: &mut Serial,
+    object: UserObject<'_>,
+    quiet: &Quiet<'_>,
+    components: &Api<DynamicObject>,
+    component_kind: &str,
+) {
+    object.delete(Duration::from_secs(60)).await;
+    quiet
+        .assert(&format!("nor while the {} went", object.kind))
+        .await;
+    phases.phase(&format!("the {} deleted", object.kind));
+    delete_and_wait(components, "kubeflow", REMOVAL_TIMEOUT).await;
+    phases.phase(&format!("{component_kind} removed"));
 }

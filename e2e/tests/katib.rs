@@ -12,14 +12,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, merge, wait_condition, wait_degraded, wait_gone,
 };
 use kubeflow_e2e::objects::{config_value, secret_text, wait_all_deleting, wait_exists};
 use kubeflow_e2e::operator::free_port;
-use kubeflow_e2e::upstream::{self, Controller};
+use kubeflow_e2e::upstream::{self, Controller, UserObject};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
@@ -384,15 +384,12 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     // did on an idle machine; 37-42 s on a loaded one). In the background
     // the Experiment goes at once and the collector takes the rest.
     let users = experiments(&client, &ns.name);
-    users
-        .delete("user-tuning", &DeleteParams::background())
-        .await
-        .expect("delete the Experiment");
-    wait_gone(
-        &users,
-        "user-tuning",
-        kubeflow_e2e::component::REMOVAL_TIMEOUT,
-    )
+    UserObject {
+        api: &users,
+        name: "user-tuning",
+        kind: "Experiment",
+    }
+    .delete(kubeflow_e2e::component::REMOVAL_TIMEOUT)
     .await;
     wait_gone(
         &suggestions,

@@ -16,7 +16,7 @@ use kubeflow_e2e::component::{degraded, install, wait_condition, wait_condition_
 use kubeflow_e2e::objects::wait_exists;
 use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::rotator;
-use kubeflow_e2e::upstream::{self, Controller, PrivateFolder};
+use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
@@ -291,8 +291,9 @@ fn dynamic(
 }
 
 /// One installed controller Deployment run as a process: its container's
-/// args and mounted configuration as installed, with the listeners moved
-/// to free loopback ports by `ports`, its ServiceAccount's token, a
+/// args and mounted configuration as installed (as `edit` leaves it, then
+/// with its listeners moved to free loopback ports), its ServiceAccount's
+/// token, a
 /// loopback serving certificate where its Secret is mounted (the
 /// certificate rotator fills the Secret, but only a kubelet would copy it
 /// into the folder), and the pod's namespace file.
@@ -301,7 +302,7 @@ async fn run_installed(
     ns: &str,
     deployment: &str,
     program: &std::path::Path,
-    ports: impl Fn(&mut Value),
+    edit: impl Fn(&mut Value),
 ) -> Controller {
     let installed = upstream::installed(client, ns, deployment, "manager").await;
     assert!(
@@ -312,7 +313,8 @@ async fn run_installed(
     let dir = upstream::run_dir(&format!("{ns}-{deployment}"));
     let args = installed.args_with_files(&dir, |_, text| {
         let mut config: Value = serde_saphyr::from_str(text).expect("configuration YAML");
-        ports(&mut config);
+        edit(&mut config);
+        move_listeners(&mut config);
         serde_saphyr::to_string(&config).expect("yaml")
     });
     let kubeconfig = dir.join("kubeconfig");
@@ -402,6 +404,16 @@ fn loopback() -> String {
     format!("127.0.0.1:{}", free_port())
 }
 
+/// Moves the listeners both programs' controller-runtime configuration
+/// names (health, metrics, webhook) to free loopback ports: as installed
+/// they are the pod's fixed ports on every interface.
+fn move_listeners(config: &mut Value) {
+    config["health"]["healthProbeBindAddress"] = json!(loopback());
+    config["metrics"]["bindAddress"] = json!(loopback());
+    config["webhook"]["host"] = json!("127.0.0.1");
+    config["webhook"]["port"] = json!(free_port());
+}
+
 /// Kubeflow Trainer's controller manager (v2.2.0) and JobSet's (v0.11.0),
 /// built from the Go module proxy, run as processes on what the Trainer
 /// operator installed for Kubeflow 26.03.1: each as its installed
@@ -435,10 +447,6 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
             json!(true),
             "as installed"
         );
-        c["health"]["healthProbeBindAddress"] = json!(loopback());
-        c["metrics"]["bindAddress"] = json!(loopback());
-        c["webhook"]["host"] = json!("127.0.0.1");
-        c["webhook"]["port"] = json!(free_port());
         // Only served with the TrainJobStatus feature (off), moved all
         // the same: it would listen on every interface.
         c["statusServer"]["port"] = json!(free_port());
@@ -450,10 +458,6 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
             json!(true),
             "as installed"
         );
-        c["health"]["healthProbeBindAddress"] = json!(loopback());
-        c["metrics"]["bindAddress"] = json!(loopback());
-        c["webhook"]["host"] = json!("127.0.0.1");
-        c["webhook"]["port"] = json!(free_port());
     })
     .await;
     apply_yaml(&client, &ns.name, TRAIN_JOB).await;
@@ -560,38 +564,35 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
     }
     assert!(trainer.is_running(), "{}", trainer.log_text());
     assert!(jobset.is_running(), "{}", jobset.log_text());
-    trainer.assert_nothing_forbidden("Trainer's controller manager");
-    jobset.assert_nothing_forbidden("JobSet's controller manager");
-    assert_eq!(
-        op.writes().await,
-        before,
-        "the Trainer operator wrote nothing while Trainer's and JobSet's controllers worked"
-    );
+    let quiet = Quiet {
+        operator: &op,
+        writes: before,
+        controllers: &[
+            (&trainer, "Trainer's controller manager"),
+            (&jobset, "JobSet's controller manager"),
+        ],
+    };
+    quiet
+        .assert(
+            "the Trainer operator wrote nothing while Trainer's and JobSet's controllers worked",
+        )
+        .await;
     phases.phase("checks");
 
     // The TrainJob goes while the controllers run (their garbage: the
-    // JobSet, Job and pods go with it).
-    trainjobs
-        .delete("user-job", &DeleteParams::background())
-        .await
-        .expect("delete the TrainJob");
-    wait_gone(&trainjobs, "user-job", timeout).await;
-    trainer.assert_nothing_forbidden("Trainer's controller manager");
-    jobset.assert_nothing_forbidden("JobSet's controller manager");
-    assert_eq!(op.writes().await, before, "nor while the TrainJob went");
-    phases.phase("the TrainJob deleted");
-
-    // The Trainer goes while its controller runs: the removal deletes the
-    // runtimes first and waits, and Trainer's controller, still allowed
-    // what it was installed with, takes its in-use finalizer off the
-    // runtime no TrainJob names any more; only then do the controller's
-    // RBAC, ServiceAccount and Deployment go.
-    kubeflow_e2e::component::delete_and_wait(
-        &trainers,
-        "kubeflow",
-        kubeflow_e2e::component::REMOVAL_TIMEOUT,
-    )
-    .await;
+    // JobSet, Job and pods go with it). Then the Trainer goes while its
+    // controller runs: the removal deletes the runtimes first and waits,
+    // and Trainer's controller, still allowed what it was installed with,
+    // takes its in-use finalizer off the runtime no TrainJob names any
+    // more; only then do the controller's RBAC, ServiceAccount and
+    // Deployment go.
+    let trainjob = UserObject {
+        api: &trainjobs,
+        name: "user-job",
+        kind: "TrainJob",
+    };
+    upstream::delete_object_then_component(&mut phases, trainjob, &quiet, &trainers, "Trainer")
+        .await;
     assert!(
         runtimes(&client)
             .get_opt("torch-distributed")
@@ -608,7 +609,6 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
         .collect();
     drop(trainer);
     drop(jobset);
-    phases.phase("Trainer removed");
     drop(op);
     ns.delete().await;
     for dir in run_dirs {

@@ -16,7 +16,7 @@ use kubeflow_e2e::component::{
 use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::operator::{OperatorProcess, free_port, metric_sum};
 use kubeflow_e2e::repair::repair_time;
-use kubeflow_e2e::upstream::{self, Controller, PrivateFolder};
+use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
@@ -728,37 +728,29 @@ async fn the_training_operator_runs_a_pytorchjob_to_succeeded_on_what_is_install
         );
     }
     assert!(controller.is_running(), "{}", controller.log_text());
-    controller.assert_nothing_forbidden("the training-operator");
-    assert_eq!(
-        op.writes().await,
-        before,
-        "the Training operator wrote nothing while the training-operator worked"
-    );
+    let quiet = Quiet {
+        operator: &op,
+        writes: before,
+        controllers: &[(&controller, "the training-operator")],
+    };
+    quiet
+        .assert("the Training operator wrote nothing while the training-operator worked")
+        .await;
     phases.phase("checks");
 
     // The PyTorchJob goes while the controller runs (its pods and Services
-    // with it, by their owner).
-    jobs.delete("user-job", &DeleteParams::background())
-        .await
-        .expect("delete the PyTorchJob");
-    wait_gone(&jobs, "user-job", timeout).await;
-    controller.assert_nothing_forbidden("the training-operator");
-    assert_eq!(op.writes().await, before, "nor while the PyTorchJob went");
-    phases.phase("the PyTorchJob deleted");
-
-    // The Training goes while its controller runs, as a user removes it.
-    kubeflow_e2e::component::delete_and_wait(
-        &trainings,
-        "kubeflow",
-        kubeflow_e2e::component::REMOVAL_TIMEOUT,
-    )
-    .await;
+    // with it, by their owner), then the Training.
+    let job = UserObject {
+        api: &jobs,
+        name: "user-job",
+        kind: "PyTorchJob",
+    };
+    upstream::delete_object_then_component(&mut phases, job, &quiet, &trainings, "Training").await;
     // Stopped here (SIGTERM). v1.9.2 then panics on its way out ("close of
     // closed channel": its main closes the certificate-ready channel the
     // rotator already closed), after a clean shutdown of every controller:
     // an upstream defect of its exit only, which no check here depends on.
     drop(controller);
-    phases.phase("Training removed");
     drop(op);
     ns.delete().await;
     let _ = std::fs::remove_dir_all(dir);

@@ -11,10 +11,7 @@ use kubeflow_api::{API_VERSION, COMPONENTS_GROUP};
 
 /// [`ComponentKind`] from the registry's entries, in its order.
 macro_rules! component_kind {
-    ($(
-        $(#[doc = $doc:literal])*
-        $module:ident :: $kind:ident { $($entry:tt)* }
-    ),* $(,)?) => {
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {
         /// A component of Kubeflow, each with its own CR kind and operator.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum ComponentKind {$(

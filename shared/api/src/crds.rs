@@ -37,13 +37,7 @@ where
 
 /// [`component_crds`] from the registry's entries.
 macro_rules! component_crds {
-    ($(
-        $(#[doc = $doc:literal])*
-        $module:ident :: $kind:ident {
-            name: $name:literal, field: $field:literal, plural: $plural:literal,
-            $($key:ident: $value:tt),* $(,)?
-        }
-    ),* $(,)?) => {
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {
         /// Each component kind's CRD, in the registry's order.
         fn component_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
             vec![$((

@@ -34,13 +34,7 @@ pub struct ComponentEntry<S> {
 /// [`KubeflowComponents`] from the registry's entries: one field per
 /// component, named and described by its entry.
 macro_rules! kubeflow_components {
-    ($(
-        $(#[doc = $doc:literal])*
-        $module:ident :: $kind:ident {
-            name: $name:literal, field: $field:literal, plural: $plural:literal,
-            $($key:ident: $value:tt),* $(,)?
-        }
-    ),* $(,)?) => {
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {
         /// The components of a Kubeflow installation. A component left out is not installed.
         #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
         pub struct KubeflowComponents {$(

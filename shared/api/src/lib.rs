@@ -21,10 +21,7 @@ pub use common::ExternalDatabase;
 /// Each component's API types at the crate root, from the registry's
 /// entries.
 macro_rules! reexport_components {
-    ($(
-        $(#[doc = $doc:literal])*
-        $module:ident :: $kind:ident { $($entry:tt)* }
-    ),* $(,)?) => {
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {
         $(pub use components::$module::*;)*
     };
 }

@@ -51,12 +51,22 @@ pub const PLATFORM: &str = "platform";
 /// An entry is the module of its API type (`components/<module>.rs`, also
 /// its field's Rust name in the `Kubeflow` resource) and its kind, the doc
 /// of its `Kubeflow` entry (`kubectl explain`), then the fields of
-/// [`Component`]; `name`, `field` and `plural` come first, in that order,
-/// so that a callback can take them without parsing the rest.
+/// [`Component`].
+///
+/// `$callback!` gets each entry in one fixed form, so that its matcher is
+/// one line and no callback restates the entries' layout:
+///
+/// ```text
+/// ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*)
+/// ```
+///
+/// `$name`, `$field` and `$plural` are the entry's string literals (taken
+/// as `tt`, which keeps the line short: this macro has checked them once),
+/// `$doc` its doc lines, `$component` its [`Component`] as one expression.
 #[macro_export]
 macro_rules! for_each_component {
     ($callback:ident) => {
-        $callback! {
+        $crate::for_each_component! { @fixed $callback
             /// The Istio control plane (Serving and Pipelines wait for it when it is Managed).
             istio::Istio {
                 name: "istio",
@@ -229,37 +239,41 @@ macro_rules! for_each_component {
             },
         }
     };
-}
-
-/// A registry entry's value as a [`Component`] field: lists as slices.
-macro_rules! field_value {
-    ([$($item:literal),* $(,)?]) => {
-        &[$($item),*]
-    };
-    ($value:literal) => {
-        $value
+    // The entries above, parsed once, handed on in the fixed form.
+    (@fixed $callback:ident $(
+        $(#[doc = $doc:literal])*
+        $module:ident :: $kind:ident {
+            name: $name:literal,
+            field: $field:literal,
+            plural: $plural:literal,
+            title: $title:literal,
+            bundles: [$($bundle:literal),* $(,)?],
+            takes_platform: $takes_platform:literal,
+            depends_on: [$($depends_on:literal),* $(,)?] $(,)?
+        }
+    ),* $(,)?) => {
+        $callback! {$(
+            $module $kind $name $field $plural [$($doc)*] {
+                $crate::registry::Component {
+                    name: $name,
+                    kind: stringify!($kind),
+                    plural: $plural,
+                    field: $field,
+                    title: $title,
+                    bundles: &[$($bundle),*],
+                    takes_platform: $takes_platform,
+                    depends_on: &[$($depends_on),*],
+                }
+            }
+        )*}
     };
 }
 
 /// [`COMPONENTS`] from the entries of [`for_each_component`].
 macro_rules! registry_table {
-    ($(
-        $(#[doc = $doc:literal])*
-        $module:ident :: $kind:ident {
-            name: $name:literal, field: $field:literal, plural: $plural:literal,
-            $($key:ident: $value:tt),* $(,)?
-        }
-    ),* $(,)?) => {
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {
         /// Every component, in the order the meta-operator creates them.
-        pub const COMPONENTS: &[Component] = &[$(
-            Component {
-                name: $name,
-                kind: stringify!($kind),
-                plural: $plural,
-                field: $field,
-                $($key: field_value!($value),)*
-            },
-        )*];
+        pub const COMPONENTS: &[Component] = &[$($component),*];
     };
 }
 

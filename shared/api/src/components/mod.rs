@@ -136,13 +136,7 @@ pub trait ComponentSpec: Serialize + Default + Clone {
 /// Each registry entry's kind as a [`ComponentResource`], named as the
 /// registry names it.
 macro_rules! component_resources {
-    ($(
-        $(#[doc = $doc:literal])*
-        $module:ident :: $kind:ident {
-            name: $name:literal, field: $field:literal, plural: $plural:literal,
-            $($key:ident: $value:tt),* $(,)?
-        }
-    ),* $(,)?) => {$(
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {$(
         impl ComponentResource for $module::$kind {
             const COMPONENT: &'static str = $name;
             fn common(&self) -> &CommonSpec {
