@@ -6,10 +6,10 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kubeflow_operator::api::components::pipelines::VolumePolicy;
 use kubeflow_operator::api::{Pipelines, Platform};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::cleanup::delete_if_present;
 use kubeflow_operator::component::{
     Component, DereferenceError, Reference, Refusal, RenderContext, Rendered,
 };
+use kubeflow_operator::engine::cleanup::delete_if_present;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject};
 use kubeflow_operator::kube::{Client, ResourceExt};

@@ -4,11 +4,11 @@
 
 use kubeflow_operator::api::{BatchScheduler, Spark};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::cleanup::delete_in_parent_namespace_if_present;
 use kubeflow_operator::component::{
     Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
 };
 use kubeflow_operator::conditions::Reason;
+use kubeflow_operator::engine::cleanup::delete_in_parent_namespace_if_present;
 use kubeflow_operator::k8s_openapi::api::coordination::v1::Lease;
 use kubeflow_operator::k8s_openapi::api::core::v1::Secret;
 use kubeflow_operator::kube::api::Api;
