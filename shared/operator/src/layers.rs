@@ -248,6 +248,47 @@ mod tests {
         }
     }
 
+    /// The first segments of the library's paths an operator's source
+    /// names (`kubeflow_operator::...`), grouped or not, tests included.
+    fn library_paths(text: &str) -> Vec<String> {
+        paths(text, "kubeflow_operator::")
+            .into_iter()
+            .flat_map(first_segments)
+            .collect()
+    }
+
+    #[test]
+    fn no_operator_names_the_engine() {
+        let operators = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../operators");
+        let mut all = Vec::new();
+        for entry in std::fs::read_dir(&operators).expect("operators folder") {
+            let src = entry.expect("entry").path().join("src");
+            if src.is_dir() {
+                files(&src, &mut all);
+            }
+        }
+        let mut wrong = Vec::new();
+        let mut checked = 0;
+        for file in &all {
+            let text = std::fs::read_to_string(file).expect("source");
+            for used in library_paths(&text) {
+                checked += 1;
+                if used == "engine" {
+                    wrong.push(format!(
+                        "{}: names kubeflow_operator::engine (the framework drives the engine)",
+                        file.display()
+                    ));
+                }
+            }
+        }
+        assert!(
+            checked > 100,
+            "only {checked} paths read in {} files: the reader is broken",
+            all.len()
+        );
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     /// The check itself, on sources held in memory.
     #[test]
     fn grouped_and_nested_upward_imports_are_reported() {
@@ -279,6 +320,13 @@ mod tests {
         let wrong = violations(Path::new("engine/apply/diff.rs"), relative, &modules);
         assert_eq!(wrong.len(), 1, "{wrong:?}");
         assert!(wrong[0].contains("crate::report"), "{wrong:?}");
+
+        // An operator's import of the engine, however grouped.
+        let operator = "use kubeflow_operator::{\n    component::{Component, Rendered},\n    engine::{cleanup::delete_if_present},\n};\nuse kubeflow_operator::transform;\n";
+        assert_eq!(
+            library_paths(operator),
+            ["component", "engine", "transform"]
+        );
 
         // Downward and sideways are fine; the module's own tests may use anything.
         let fine = "use crate::base::kinds;\nuse crate::{render::{transform, validate}, base::labels};\nfn f() { crate::engine::apply::describe(o) }\n#[cfg(test)]\nmod tests { use crate::framework::component::testing; }\n";

@@ -23,12 +23,14 @@ mod owners;
 mod reconcile;
 mod released_memory;
 mod removal;
+mod run_time;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod upgrade;
 
 pub use cli::{Command, ENVIRONMENT_HELP, command, images_of, main, rules_of};
 pub use controller::run;
+pub use run_time::RunTimeObjects;
 #[cfg(any(test, feature = "testing"))]
 pub use testing::{
     assert_permitted, every_version, find, manifests_dir, permission_gaps, render_spec,
@@ -241,13 +243,14 @@ pub trait Component: Send + Sync + 'static {
     }
 
     /// Removes objects the component created at run time (not from its
-    /// bundle), before the inventory is cleaned up. Returns what it deleted.
+    /// bundle), before the inventory is cleaned up: each named to
+    /// `objects`, which deletes it if it is there and logs what went.
     async fn cleanup_run_time_objects(
         &self,
         _cr: &Self::Resource,
-        _client: &Client,
-    ) -> Result<Vec<String>, kube::Error> {
-        Ok(Vec::new())
+        _objects: &mut RunTimeObjects,
+    ) -> Result<(), kube::Error> {
+        Ok(())
     }
 
     /// The Secrets and ConfigMaps the CR's own settings name (beyond the

@@ -10,6 +10,7 @@ use kubeflow_api::{ComponentResource, CrdPolicy, ReleasedObject};
 use super::Component;
 use super::context::Context;
 use super::reconcile::inventory_of;
+use super::run_time::RunTimeObjects;
 use crate::base::kinds::kind;
 use crate::base::labels;
 use crate::engine::apply::ApplyOutcome;
@@ -84,11 +85,12 @@ pub(super) async fn cleanup_component<C: Component>(
         tracing::info!(deleted = ?gone, "removed data an earlier prune released, as the spec's volume policy asks");
         released.retain(|r| !gone.contains(&format!("{} {}/{}", r.kind, r.namespace, r.name)));
     }
-    let extra = ctx
-        .component
-        .cleanup_run_time_objects(cr, &ctx.tools.client)
+    let mut run_time = RunTimeObjects::new(ctx.tools.client.clone(), &namespace);
+    ctx.component
+        .cleanup_run_time_objects(cr, &mut run_time)
         .await
         .map_err(|e| Failure::api("delete objects made at run time", e))?;
+    let extra = run_time.deleted();
     if !extra.is_empty() {
         tracing::info!(deleted = ?extra, "removed objects the component made at run time");
     }
