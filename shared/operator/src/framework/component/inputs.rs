@@ -328,10 +328,7 @@ mod tests {
         assert!(
             matches!(refused, Err(Failure::Refused(r)) if r.reason == Reason::PrerequisiteMissing)
         );
-        let transient = Failure::Transient {
-            reason: Reason::ApiError,
-            message: "the API server timed out".into(),
-        };
+        let transient = Failure::transient(Reason::ApiError, "the API server timed out");
         let passed = or_last_read::<u8>(
             Err(transient),
             |_| {},

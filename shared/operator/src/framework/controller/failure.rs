@@ -3,6 +3,7 @@
 //! that will happen by itself), or a transient failure (retried with
 //! backoff, Degraded once it repeats).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::conditions::Reason;
@@ -17,8 +18,12 @@ pub const REFUSED_REQUEUE: Duration = Duration::from_secs(30);
 /// How soon a wait (a cleanup's objects going) is looked at again.
 pub const WAITING_REQUEUE: Duration = Duration::from_millis(500);
 
+/// The error behind a transient failure, kept whole for the log. Shared (an
+/// `Arc`), so a failure stays `Clone`.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a reconcile did not reach its goal.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Failure {
     /// The input's fault: a Degraded condition, an Event once, nothing
     /// applied; looked at again on a change (or after [`REFUSED_REQUEUE`]).
@@ -36,10 +41,61 @@ pub enum Failure {
         reason: Reason,
         /// What failed, for the status and the log.
         message: String,
+        /// The error that failed, with its causes: the message is cut to
+        /// the status' bound and says the chain as text only; the log
+        /// records the whole chain from here.
+        #[source]
+        source: Option<Cause>,
     },
 }
 
+/// Two failures are the same when they say the same: the cause is how the
+/// log tells it, not what failed.
+impl PartialEq for Failure {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Failure::Refused(a), Failure::Refused(b)) => a == b,
+            (Failure::Waiting(a), Failure::Waiting(b)) => a == b,
+            (
+                Failure::Transient {
+                    reason: a,
+                    message: m,
+                    ..
+                },
+                Failure::Transient {
+                    reason: b,
+                    message: n,
+                    ..
+                },
+            ) => a == b && m == n,
+            _ => false,
+        }
+    }
+}
+
 impl Failure {
+    /// A passing failure no error of its own caused (a wait that ran out,
+    /// a rule of the controller's).
+    pub fn transient(reason: Reason, message: impl Into<String>) -> Self {
+        Failure::Transient {
+            reason,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The whole chain of the error behind a transient failure, one line,
+    /// for the log (see [`crate::base::errors::chain`]).
+    pub fn cause(&self) -> Option<String> {
+        match self {
+            Failure::Transient {
+                source: Some(source),
+                ..
+            } => Some(crate::base::errors::chain(source.as_ref())),
+            _ => None,
+        }
+    }
+
     /// A failed API request, named by what it was for. The authorizer's
     /// refusal is the operator's RBAC lacking a permission (a person must
     /// grant it), wherever the request was made.
@@ -53,13 +109,15 @@ impl Failure {
                 message: crate::base::conditions::bounded(&format!(
                     "the operator's RBAC does not allow this: failed to {what}: {e}"
                 )),
+                source: Some(Arc::new(e)),
             };
         }
         // With its causes: a lost connection says why only further down.
-        let e = crate::base::errors::chain(&e);
+        let chain = crate::base::errors::chain(&e);
         Failure::Transient {
             reason: Reason::ApiError,
-            message: crate::base::conditions::bounded(&format!("failed to {what}: {e}")),
+            message: crate::base::conditions::bounded(&format!("failed to {what}: {chain}")),
+            source: Some(Arc::new(e)),
         }
     }
 
@@ -80,8 +138,13 @@ impl From<Refusal> for Failure {
 }
 
 impl From<ApplyError> for Failure {
+    /// As [`From<&ApplyError>`], keeping the error as the cause.
     fn from(e: ApplyError) -> Self {
-        Failure::from(&e)
+        let mut failure = Failure::from(&e);
+        if let Failure::Transient { source, .. } = &mut failure {
+            *source = Some(Arc::new(e));
+        }
+        failure
     }
 }
 
@@ -99,25 +162,25 @@ impl From<&ApplyError> for Failure {
             return Failure::Refused(Refusal::new(reason, e.to_string()));
         }
         if let ApplyError::Admission { .. } = e {
-            return Failure::Transient {
-                reason: Reason::AdmissionDenied,
-                message: crate::base::conditions::bounded(&e.to_string()),
-            };
+            return Failure::transient(
+                Reason::AdmissionDenied,
+                crate::base::conditions::bounded(&e.to_string()),
+            );
         }
         if e.is_permission_denied() {
-            return Failure::Transient {
-                reason: Reason::PermissionDenied,
-                message: crate::base::conditions::bounded(&format!(
+            return Failure::transient(
+                Reason::PermissionDenied,
+                crate::base::conditions::bounded(&format!(
                     "the operator's RBAC does not allow this: {e}"
                 )),
-            };
+            );
         }
         // The message names the verb and the object ("failed to apply
         // CustomResourceDefinition x: ..."), with the error's causes.
-        Failure::Transient {
-            reason: Reason::ApiError,
-            message: crate::base::conditions::bounded(&crate::base::errors::chain(e)),
-        }
+        Failure::transient(
+            Reason::ApiError,
+            crate::base::conditions::bounded(&crate::base::errors::chain(e)),
+        )
     }
 }
 
@@ -149,7 +212,10 @@ mod tests {
             object: crate::engine::apply::describe(&crd),
             source: timeout,
         });
-        let Failure::Transient { reason, message } = &failure else {
+        let Failure::Transient {
+            reason, message, ..
+        } = &failure
+        else {
             panic!("passing: {failure:?}");
         };
         assert_eq!(*reason, Reason::ApiError);
@@ -166,6 +232,61 @@ mod tests {
         assert!(
             crate::engine::apply::describe(&deployment)
                 .contains("kubeflow/kserve-controller-manager")
+        );
+    }
+
+    /// A lost connection, as kube gives it: the reason is two sources down.
+    fn lost_connection() -> kube::Error {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (SendRequest)")]
+        struct SendRequest(#[source] std::io::Error);
+        let reset = std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        );
+        kube::Error::Service(Box::new(SendRequest(reset)))
+    }
+
+    #[test]
+    fn a_transient_failure_keeps_its_error_and_the_log_gets_the_whole_chain() {
+        let failure = Failure::api("list pods", lost_connection());
+        // The error itself (behind its `Arc`), not a copy of its text.
+        let source = std::error::Error::source(&failure).expect("the error is kept");
+        assert_eq!(source.to_string(), lost_connection().to_string());
+        let cause = failure.cause().expect("a cause to log");
+        assert!(cause.contains("connection reset by peer"), "{cause}");
+        // The copy the early report sends keeps it too; equality is what is said.
+        let copy = failure.clone();
+        assert_eq!(copy.cause().as_deref(), Some(cause.as_str()));
+        assert_eq!(
+            copy,
+            Failure::transient(Reason::ApiError, failure.to_string())
+        );
+        // Past the status' bound the message is cut; the cause is whole.
+        let long = "x".repeat(crate::base::conditions::MESSAGE_MAX);
+        let cut = Failure::api(&long, lost_connection());
+        assert!(!cut.to_string().contains("connection reset"), "{cut}");
+        assert!(
+            cut.cause()
+                .is_some_and(|c| c.contains("connection reset by peer"))
+        );
+        // A failure no error caused has no cause to log.
+        assert_eq!(Failure::transient(Reason::ApiError, "gone").cause(), None);
+    }
+
+    #[test]
+    fn an_apply_error_owned_is_kept_as_the_cause() {
+        let failure = Failure::from(crate::engine::apply::ApplyError::Api {
+            verb: "apply",
+            object: "Deployment kubeflow/x".into(),
+            source: lost_connection(),
+        });
+        assert_eq!(failure.metric_reason(), "ApiError");
+        let cause = failure.cause().expect("kept");
+        assert!(
+            cause.starts_with("failed to apply Deployment kubeflow/x")
+                && cause.contains("connection reset by peer"),
+            "{cause}"
         );
     }
 

@@ -17,7 +17,7 @@ mod failure;
 #[cfg(test)]
 mod tests;
 
-pub use failure::{Failure, REFUSED_REQUEUE, WAITING_REQUEUE};
+pub use failure::{Cause, Failure, REFUSED_REQUEUE, WAITING_REQUEUE};
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -242,16 +242,19 @@ impl<R: Reconciler> Skeleton<R> {
                     Err(FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e)) => {
                         Failure::api("update the finalizer", e)
                     }
-                    Err(other) => Failure::Transient {
-                        reason: Reason::ApiError,
-                        message: format!("the finalizer cannot run: {other}"),
-                    },
+                    Err(other) => Failure::transient(
+                        Reason::ApiError,
+                        format!("the finalizer cannot run: {other}"),
+                    ),
                 };
                 self.count("error");
                 // Said in the status as any failure is: a CR whose first
                 // write (the finalizer) fails under a loaded API server
                 // would otherwise show nothing at all.
-                if let Failure::Transient { reason, message } = &failure {
+                if let Failure::Transient {
+                    reason, message, ..
+                } = &failure
+                {
                     let key = ObjectRef::from_obj(reported.as_ref());
                     let old = reported.reported().cloned().unwrap_or_default();
                     let mut status = old.clone();
@@ -299,6 +302,7 @@ impl<R: Reconciler> Skeleton<R> {
             .map_err(|e| Failure::Transient {
                 reason: Reason::ApiError,
                 message: format!("failed to build the finalizer's removal: {e}"),
+                source: Some(Arc::new(e)),
             })?;
             api.patch::<R::Resource>(
                 &cr.name_any(),
@@ -328,7 +332,10 @@ impl<R: Reconciler> Skeleton<R> {
         // pass concluded. A refusal waits for the end: nothing was written.
         let (tx, mut failures) = tokio::sync::mpsc::unbounded_channel();
         let listener: crate::engine::apply::early::OnFailure = Arc::new(move |e| {
-            if let Failure::Transient { reason, message } = Failure::from(e) {
+            if let Failure::Transient {
+                reason, message, ..
+            } = Failure::from(e)
+            {
                 let _ = tx.send((reason, message));
             }
         });
@@ -365,10 +372,15 @@ impl<R: Reconciler> Skeleton<R> {
                 self.count("waiting");
                 Ok(Action::requeue(WAITING_REQUEUE))
             }
-            Err(Failure::Transient { reason, message }) => {
-                self.fail(cr, &key, &old, status, reason, &message).await;
+            Err(failure @ Failure::Transient { .. }) => {
+                if let Failure::Transient {
+                    reason, message, ..
+                } = &failure
+                {
+                    self.fail(cr, &key, &old, status, *reason, message).await;
+                }
                 self.count("error");
-                Err(Failure::Transient { reason, message })
+                Err(failure)
             }
         }
     }
@@ -607,6 +619,9 @@ impl<R: Reconciler> Skeleton<R> {
             kind = %R::Resource::kind(&()),
             object = %format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any()),
             error = %failure,
+            // The whole chain of the error behind it: the message above
+            // is cut to the status' bound.
+            cause = failure.cause(),
             attempt = n,
             "reconcile failed; retrying"
         );

@@ -261,9 +261,11 @@ async fn a_status_that_says_nothing_new_is_not_written() {
 #[tokio::test]
 async fn transient_failures_back_off_and_become_degraded_when_they_repeat() {
     let cr = training(None, false);
-    let boom = || Failure::Transient {
-        reason: Reason::ApiError,
-        message: "failed to apply: 500 etcdserver: request timed out".into(),
+    let boom = || {
+        Failure::transient(
+            Reason::ApiError,
+            "failed to apply: 500 etcdserver: request timed out",
+        )
     };
     let (s, seen) = skeleton(vec![Err(boom()), Err(boom()), Err(boom())], &cr);
     let mut delays = Vec::new();
@@ -323,10 +325,7 @@ async fn a_wait_is_requeued_soon_and_is_no_error() {
 #[tokio::test]
 async fn a_removal_says_what_it_waits_for_and_forgets_the_cr_when_done() {
     let cr = training(None, true);
-    let boom = Failure::Transient {
-        reason: Reason::ApiError,
-        message: "boom".into(),
-    };
+    let boom = Failure::transient(Reason::ApiError, "boom");
     let (s, seen) = skeleton(
         vec![
             Err(boom),
@@ -414,10 +413,7 @@ async fn the_first_failure_is_in_the_status_at_once_naming_the_object_and_the_ve
     let cr = training(None, false);
     let message = "failed to apply CustomResourceDefinition inferenceservices.serving.kserve.io: \
                    ApiError: request timed out: Timeout (504)";
-    let failure = Failure::Transient {
-        reason: Reason::ApiError,
-        message: message.into(),
-    };
+    let failure = Failure::transient(Reason::ApiError, message);
     let (s, seen) = skeleton(vec![Err(failure)], &cr);
     reconcile(&s, &cr).await.expect_err("a transient failure");
     let seen = requests(&seen).await;
@@ -441,10 +437,10 @@ async fn the_first_failure_is_in_the_status_at_once_naming_the_object_and_the_ve
 async fn three_failures_in_a_row_are_degraded_though_each_names_another_object() {
     let cr = training(None, false);
     let failing = |object: &str| {
-        Err(Failure::Transient {
-            reason: Reason::ApiError,
-            message: format!("failed to apply {object}: ApiError: request timed out (504)"),
-        })
+        Err(Failure::transient(
+            Reason::ApiError,
+            format!("failed to apply {object}: ApiError: request timed out (504)"),
+        ))
     };
     let (s, seen) = skeleton(
         vec![
