@@ -13,10 +13,10 @@ use kubeflow_e2e::objects::exists;
 use kubeflow_e2e::{
     TestNamespace, apply_yaml, client, install_crds, manifests_dir, serial, wait_for,
 };
-use kubeflow_operator::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
 use kubeflow_operator::bundle;
-use kubeflow_operator::cleanup;
-use kubeflow_operator::inventory::{self, Inventory};
+use kubeflow_operator::engine::apply::{ApplyError, ApplyOutcome, ApplyRequest, Engine};
+use kubeflow_operator::engine::cleanup;
+use kubeflow_operator::engine::inventory::{self, Inventory};
 use kubeflow_operator::kinds::{self, kind};
 use kubeflow_operator::labels;
 use kubeflow_operator::transform;
@@ -176,7 +176,7 @@ fn resource_versions(objects: &[DynamicObject]) -> BTreeMap<String, String> {
         .iter()
         .map(|o| {
             (
-                kubeflow_operator::apply::describe(o),
+                kubeflow_operator::engine::apply::describe(o),
                 o.resource_version().unwrap_or_default(),
             )
         })
@@ -746,8 +746,8 @@ async fn a_field_set_and_then_removed_leaves_the_object() {
 async fn with_the_watch_index_only_what_changed_is_read() {
     use futures::StreamExt;
     use kube::runtime::watcher;
-    use kubeflow_operator::apply::ObjectKey;
-    use kubeflow_operator::live_index::LiveIndexBuilder;
+    use kubeflow_operator::engine::apply::ObjectKey;
+    use kubeflow_operator::engine::live_index::LiveIndexBuilder;
 
     let client = client().await;
     let _g = serial().await;
@@ -864,8 +864,8 @@ async fn with_the_watch_index_only_what_changed_is_read() {
 async fn a_watch_of_a_custom_kind_starts_once_its_crd_exists() {
     use futures::StreamExt;
     use kube::runtime::watcher;
-    use kubeflow_operator::apply::ObjectKey;
-    use kubeflow_operator::live_index::LiveIndexBuilder;
+    use kubeflow_operator::engine::apply::ObjectKey;
+    use kubeflow_operator::engine::live_index::LiveIndexBuilder;
 
     let client = client().await;
     let _g = serial().await;

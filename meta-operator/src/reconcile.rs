@@ -13,14 +13,15 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeflow_api::kubeflow::Phase;
 use kubeflow_api::{Kubeflow, KubeflowStatus};
-use kubeflow_operator::apply::{ApplyRequest, Engine};
 use kubeflow_operator::conditions::{self, Reason};
 use kubeflow_operator::controller::{Failure, Reconciler, Tools};
+use kubeflow_operator::engine::apply::{ApplyRequest, Engine};
+use kubeflow_operator::engine::inventory::Inventory;
+use kubeflow_operator::engine::watches;
 use kubeflow_operator::events::{self, Notice};
-use kubeflow_operator::inventory::Inventory;
 use kubeflow_operator::refusal::Refusal;
 use kubeflow_operator::runner::{self, RunArgs};
-use kubeflow_operator::{labels, platform, watches};
+use kubeflow_operator::{labels, platform};
 
 use crate::approval;
 use crate::children;
@@ -194,7 +195,7 @@ async fn apply(
     );
     // A child CR whose live state refuses ours is never deleted to be
     // recreated (that would uninstall its component): a person must act.
-    if let Some(message) = kubeflow_operator::apply::held_summary(&outcome.held) {
+    if let Some(message) = kubeflow_operator::engine::apply::held_summary(&outcome.held) {
         conditions::set(
             &mut status.conditions,
             conditions::DEGRADED,
@@ -252,7 +253,7 @@ async fn apply_children(
     kf: &Kubeflow,
     ctx: &Meta,
     plan: &plan::Plan<'_>,
-) -> Result<kubeflow_operator::apply::ApplyOutcome, Failure> {
+) -> Result<kubeflow_operator::engine::apply::ApplyOutcome, Failure> {
     let inv = Inventory::for_parent(kf, "kubeflow", NAME);
     let empty = BTreeMap::new();
     let resource = children::kubeflow_resource();

@@ -8,7 +8,7 @@
 
 use kube::ResourceExt;
 use kubeflow_api::{Kubeflow, Platform};
-use kubeflow_operator::apply::diff::write_reason;
+use kubeflow_operator::engine::apply::diff::write_reason;
 use serde_json::{Map, Value, json};
 
 use crate::children;

@@ -6,12 +6,11 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kubeflow_operator::api::components::pipelines::VolumePolicy;
 use kubeflow_operator::api::{Pipelines, Platform};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::cleanup::delete_if_present;
 use kubeflow_operator::component::{
-    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered,
+    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered, RunTimeObjects,
 };
 use kubeflow_operator::kinds::kind;
-use kubeflow_operator::kube::api::{Api, DynamicObject};
+use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
@@ -199,15 +198,10 @@ impl Component for PipelinesComponent {
     async fn cleanup_run_time_objects(
         &self,
         cr: &Pipelines,
-        client: &Client,
-    ) -> Result<Vec<String>, kubeflow_operator::kube::Error> {
+        objects: &mut RunTimeObjects,
+    ) -> Result<(), kubeflow_operator::kube::Error> {
         let name = CACHE_WEBHOOK.replace("{}", &cr.namespace().unwrap_or_default());
-        let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        Ok(if delete_if_present(&api, &name).await? {
-            vec![format!("MutatingWebhookConfiguration {name}")]
-        } else {
-            Vec::new()
-        })
+        objects.delete::<MutatingWebhookConfiguration>(&name).await
     }
 }
 

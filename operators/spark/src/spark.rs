@@ -4,15 +4,13 @@
 
 use kubeflow_operator::api::{BatchScheduler, Spark};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::cleanup::delete_in_parent_namespace_if_present;
 use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
+    Component, DereferenceError, Refusal, RenderContext, Rendered, RunTimeObjects, require_crd,
 };
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::k8s_openapi::api::coordination::v1::Lease;
 use kubeflow_operator::k8s_openapi::api::core::v1::Secret;
-use kubeflow_operator::kube::api::Api;
-use kubeflow_operator::kube::{Client, ResourceExt};
+use kubeflow_operator::kube::Client;
 use kubeflow_operator::rbac::{self, Permissions};
 use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::transform;
@@ -122,22 +120,16 @@ impl Component for SparkComponent {
     /// namespace (its programs run there).
     async fn cleanup_run_time_objects(
         &self,
-        cr: &Spark,
-        client: &Client,
-    ) -> Result<Vec<String>, kubeflow_operator::kube::Error> {
-        let ns = cr.namespace().unwrap_or_default();
-        let mut deleted = Vec::new();
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        if delete_in_parent_namespace_if_present(&secrets, CERT_SECRET).await? {
-            deleted.push(format!("Secret {ns}/{CERT_SECRET}"));
-        }
-        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        _cr: &Spark,
+        objects: &mut RunTimeObjects,
+    ) -> Result<(), kubeflow_operator::kube::Error> {
+        objects
+            .delete_in_parent_namespace::<Secret>(CERT_SECRET)
+            .await?;
         for lease in LEASES {
-            if delete_in_parent_namespace_if_present(&leases, lease).await? {
-                deleted.push(format!("Lease {ns}/{lease}"));
-            }
+            objects.delete_in_parent_namespace::<Lease>(lease).await?;
         }
-        Ok(deleted)
+        Ok(())
     }
 }
 

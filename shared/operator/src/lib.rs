@@ -1,49 +1,33 @@
-//! The reconcile library every Kubeflow operator is built on: bundles,
-//! transforms, the apply/prune engine, health, conditions, cleanup, the
-//! generic component controller, the process runner and telemetry.
+//! The reconcile library every Kubeflow operator is built on, in five
+//! layers, each a folder that uses only the ones before it (`layers.rs`
+//! checks): `base` (kinds, labels, conditions, bundles), `render` (what the
+//! objects are), `engine` (what is on the cluster: apply, prune, cleanup,
+//! health), `report` (status, Events, telemetry) and `framework` (the
+//! controller skeleton, the component framework, the process runner).
 
-pub mod apply;
-
-pub mod allocator;
-pub use allocator::Allocator;
-pub mod bundle;
-pub mod certs;
-pub mod cleanup;
-pub mod component;
-pub mod conditions;
-pub mod controller;
-pub mod discovery;
-pub mod errors;
-pub mod events;
-pub mod foreign_fields;
-pub mod health;
-pub mod images;
-#[cfg(test)]
-mod images_in_bundles;
-pub mod inventory;
-pub mod kinds;
-pub mod known_secrets;
-pub mod labels;
-mod layers;
-pub mod live_index;
-pub mod openshift;
-pub mod overrides;
-pub mod platform;
-pub mod pod_security;
-pub mod quantity;
-pub mod rbac;
-pub mod refusal;
+pub mod base;
+pub mod engine;
+pub mod framework;
 pub mod render;
-pub mod retry;
-pub mod runner;
-pub mod scope;
-pub mod secrets;
-pub mod status;
-pub mod telemetry;
-pub mod transform;
-pub mod upgrade_plan;
-pub mod validate;
-pub mod watches;
+pub mod report;
+
+mod layers;
+
+// What an operator uses keeps its short path (`kubeflow_operator::component`,
+// `kubeflow_operator::transform`): the layer is where a module lives, not a
+// word every operator must repeat. The engine is left out on purpose: a
+// component operator reaches it only through the framework, and the
+// meta-operator, which drives it itself, names it `engine::`.
+pub use base::allocator::Allocator;
+pub use base::{
+    allocator, bundle, conditions, errors, kinds, labels, platform, quantity, refusal, retry, scope,
+};
+pub use framework::{component, controller, runner};
+pub use render::{
+    certs, foreign_fields, images, known_secrets, openshift, overrides, pod_security, rbac,
+    secrets, transform, upgrade_plan, validate,
+};
+pub use report::{events, status, telemetry};
 
 // Operators use these through the library so they never pin their own versions.
 pub use {
