@@ -37,8 +37,16 @@ const UPSTREAM_ROLE: &str = "cluster-admin";
 /// The ClusterRole this component binds it to instead.
 pub const ROLE: &str = "kubeflow-profiles-controller";
 
-/// The rules of `ROLE`, as (API group, resources, verbs, names).
-pub const RULES: &[(&str, &[&str], &[&str], &[&str])] = &[
+/// One rule: API group, resources, verbs, names (none: every object).
+type Rule = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+/// The rules of `ROLE`.
+pub const RULES: &[Rule] = &[
     (
         "",
         &["namespaces", "serviceaccounts"],
