@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -105,6 +105,39 @@ async fn the_dashboard_keeps_declared_profiles_leaves_others_alone_refuses_relea
         Some("true")
     );
 
+    wait_condition(&dashboards, "kubeflow", "Ready", "True", TIMEOUT).await;
+    // The profile controller is bound to the rights it uses, not
+    // cluster-admin; the binding an install made before left (to
+    // cluster-admin) is replaced, its roleRef being immutable.
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let role_of = || async {
+        bindings
+            .get_opt("profiles-cluster-rolebinding")
+            .await
+            .expect("get")
+            .map(|b| b.role_ref.name)
+    };
+    assert_eq!(
+        role_of().await.as_deref(),
+        Some("kubeflow-profiles-controller")
+    );
+    let _ = bindings
+        .delete("profiles-cluster-rolebinding", &DeleteParams::default())
+        .await;
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: profiles-cluster-rolebinding}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}\nsubjects: [{{kind: ServiceAccount, name: profiles-controller-service-account, namespace: {}}}]\n", ns.name),
+    )
+    .await;
+    wait_for(
+        "the binding to the profile controller's role",
+        TIMEOUT,
+        || async {
+            (role_of().await.as_deref() == Some("kubeflow-profiles-controller")).then_some(())
+        },
+    )
+    .await;
     wait_condition(&dashboards, "kubeflow", "Ready", "True", TIMEOUT).await;
     // What the refusals below compare with (the promises at rest are the
     // conformance suite's: installed/conformance.rs).

@@ -122,15 +122,9 @@ pub async fn check(client: &kube::Client, demo: &Demo, printed: &str) {
             ("bind", "clusterroles/cluster-admin"),
             ("delete", "nodes"),
         ] {
-            // Upstream's profile controller runs bound to cluster-admin: the
-            // Dashboard operator may bind that role by name, and admission
-            // holds the one binding it may write to the bundle's subject
-            // (`installed/reach.rs` tries binding it to the operator itself).
-            let expected = if c == "dashboard" && verb == "bind" {
-                "yes"
-            } else {
-                "no"
-            };
+            // No operator may: the Dashboard binds the profile controller
+            // to a narrow role of its own, not upstream's cluster-admin.
+            let expected = "no";
             let out = kubeflow_e2e::run_tool(
                 "kubectl",
                 &[

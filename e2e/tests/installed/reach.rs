@@ -451,17 +451,12 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
         let kubeconfig = demo.kubeconfig(c).display().to_string();
         let token = as_operator(demo, c).await;
         for action in DANGEROUS {
-            // Upstream's profile controller runs bound to cluster-admin, so
-            // the Dashboard operator may bind that role, by name; admission
-            // holds the one binding it may write to the bundle's subject
-            // (the widening attempts below try it for real).
-            let bundled = c == "dashboard" && action.0 == "bind" && action.3 == "cluster-admin";
             // The Dashboard operator binds declared contributors in profile
             // namespaces, which RBAC cannot name: admission pins it (tried
-            // for real below).
+            // for real below). No operator may bind cluster-admin: the
+            // Dashboard binds the profile controller to a narrow role.
             let tenant = c == "dashboard" && action.2 == "rolebindings";
-            let bundled = bundled || tenant;
-            assert_eq!(can_i(&token, *action).await, bundled, "{c} may {action:?}");
+            assert_eq!(can_i(&token, *action).await, tenant, "{c} may {action:?}");
         }
         let rules = listed(&kubeconfig, "team-a");
         eprintln!("{c}: {} rules listed", rules.len());
@@ -753,7 +748,11 @@ pub async fn check(client: &kube::Client, demo: &Demo) {
             "spark-operator-controller",
             "spark-operator-controller",
         ),
-        ("dashboard", "profiles-cluster-rolebinding", "cluster-admin"),
+        (
+            "dashboard",
+            "profiles-cluster-rolebinding",
+            "kubeflow-profiles-controller",
+        ),
         (
             "istio",
             "istiod-clusterrole-istio-system",
@@ -1194,8 +1193,9 @@ async fn workloads_keep_their_images(client: &kube::Client, demo: &Demo) -> usiz
     reimaged
 }
 
-/// The profile controller's ServiceAccount is bound to cluster-admin (as
-/// upstream ships it): no other controller of the install, though RBAC lets
+/// The profile controller's ServiceAccount may make itself any
+/// namespace's administrator (it binds the Kubeflow roles where RBAC cannot
+/// name the namespaces): no other controller of the install, though RBAC lets
 /// many of them create pods, workloads or tokens in `kubeflow`, may run a
 /// pod as it, a Deployment or Job as it, mint its token or exec into its
 /// pod (the chart's `guarded-accounts` policy). Every installed controller

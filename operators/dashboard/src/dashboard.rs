@@ -30,7 +30,7 @@ use kubeflow_operator::render::{self, Placement};
 use kubeflow_operator::{labels, transform};
 use serde_json::Value;
 
-use crate::profiles;
+use crate::{profile_rights, profiles};
 
 /// The namespace the upstream bundles install into; it moves to the CR's.
 const BUNDLE_NAMESPACE: &str = "kubeflow";
@@ -178,6 +178,7 @@ impl Component for DashboardComponent {
 
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[Dashboard::COMPONENT])
+            .with_adjusted(profile_rights::narrow)
             .with_kinds_of(PLATFORM, &["ClusterRole"])
             .with_labelled("kubeflow.org", "profiles")
             .with_tenant_access(&CONTRIBUTOR_ROLES.map(profiles::role_name))
@@ -250,6 +251,7 @@ impl Component for DashboardComponent {
                 .into_iter()
                 .filter(|o| kind(o) == "ClusterRole"),
         );
+        profile_rights::narrow(&mut objects);
         registration(&mut objects, spec.self_registration.unwrap_or(false));
         let placement = Placement {
             from_namespaces: &[BUNDLE_NAMESPACE],

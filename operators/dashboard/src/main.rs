@@ -4,6 +4,7 @@
 //! they declare.
 
 mod dashboard;
+mod profile_rights;
 mod profiles;
 
 /// mimalloc: it gives freed memory back to the system, so the resident size

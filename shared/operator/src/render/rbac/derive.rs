@@ -38,7 +38,11 @@ pub fn component_rules(
     for folder in &permissions.bundles {
         let dir = manifests_dir.join(folder);
         for version in bundle::available_versions(&dir) {
-            objects.extend(bundle::load(manifests_dir, folder, &version)?.objects());
+            let mut version_objects = bundle::load(manifests_dir, folder, &version)?.objects();
+            if let Some(adjust) = permissions.adjust {
+                adjust(&mut version_objects);
+            }
+            objects.extend(version_objects);
         }
     }
     objects.extend(permissions.objects.iter().cloned());

@@ -68,6 +68,10 @@ pub struct Permissions {
     /// Objects the code adds to every version of its bundles (dex's
     /// storage CRDs): their rules and pins are derived as the bundles' are.
     pub objects: Vec<DynamicObject>,
+    /// What the code changes in every version's bundle objects before it
+    /// applies them (a role it narrows, a binding it points elsewhere), so
+    /// the rules and pins follow what is applied, not what upstream ships.
+    pub adjust: Option<fn(&mut Vec<DynamicObject>)>,
     /// Cluster-wide rules the code needs besides the bundles.
     pub extra: Vec<PolicyRule>,
     /// Rules the code needs besides the bundles, in the allowed namespaces only.
@@ -106,6 +110,12 @@ impl Permissions {
     /// Adds objects the code installs with every version of its bundles.
     pub fn with_objects(mut self, objects: impl IntoIterator<Item = DynamicObject>) -> Self {
         self.objects.extend(objects);
+        self
+    }
+
+    /// Sets what the code changes in its bundles' objects (see `adjust`).
+    pub fn with_adjusted(mut self, adjust: fn(&mut Vec<DynamicObject>)) -> Self {
+        self.adjust = Some(adjust);
         self
     }
 
