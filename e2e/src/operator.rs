@@ -87,7 +87,7 @@ impl OperatorProcess {
         cmd.args(extra_args)
             .env("KUBECONFIG", crate::kubeconfig_path())
             .env("METRICS_ADDR", &metrics_addr)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", operator_log_level())
             .stdin(Stdio::null())
             .stdout(Stdio::from(
                 log_file.try_clone().unwrap_or_else(|e| panic!("log: {e}")),
@@ -207,7 +207,50 @@ pub fn stop_child(child: &mut Child) {
 impl Drop for OperatorProcess {
     fn drop(&mut self) {
         self.terminate();
+        // A failing test's operator logs are in the target folder, which
+        // CI's fresh clone does not keep: their end goes with the failure.
+        if std::thread::panicking() {
+            print_log_tail(&self.log);
+        }
     }
+}
+
+/// How many of a log's last lines a failing test prints.
+const TAIL_LINES: usize = 30;
+
+/// Prints the last lines of the log at `path` on standard error.
+fn print_log_tail(path: &std::path::Path) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    eprintln!("--- last {} lines of {}", tail.len(), path.display());
+    for line in tail {
+        eprintln!("{}", without_colours(line));
+    }
+}
+
+/// `line` without its terminal colour codes (`ESC [ ... m`).
+fn without_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The operators' log filter: `KUBEFLOW_E2E_OPERATOR_LOG` (for a flaky
+/// test run again with `kubeflow_operator::engine=debug`), else `info`.
+fn operator_log_level() -> String {
+    std::env::var("KUBEFLOW_E2E_OPERATOR_LOG").unwrap_or_else(|_| "info".to_string())
 }
 
 /// A minimal HTTP/1.0 GET over loopback (enough for /metrics and probes):
@@ -347,6 +390,15 @@ mod tests {
     fn closed_port() -> String {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("address").to_string()
+    }
+
+    #[test]
+    fn a_log_line_loses_its_colour_codes_and_nothing_else() {
+        let line = "\u{1b}[2m2026-11-29T06:23:22Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m applied [x=1]";
+        assert_eq!(
+            without_colours(line),
+            "2026-11-29T06:23:22Z  INFO applied [x=1]"
+        );
     }
 
     #[tokio::test]

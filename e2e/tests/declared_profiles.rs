@@ -31,9 +31,12 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     let all_profiles = kubeflow_e2e::component::profiles(&client);
     // An earlier run's policy, profile and its namespace.
     ChartPolicy::remove();
-    let _ = Api::<Namespace>::all(client.clone())
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces
         .delete(PROFILE, &DeleteParams::background())
         .await;
+    // Gone, not going: this test makes a namespace of that name again.
+    wait_gone(&namespaces, PROFILE, TIMEOUT).await;
     // An earlier run's profile (kept on removal, as declared profiles are).
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     if crds
@@ -138,7 +141,6 @@ async fn declared_profiles_are_repaired_within_a_second_with_allowed_namespaces(
     // namespace the profile controller made of it stays with what is in it.
     let _policy = ChartPolicy::install(&client).await;
     let profile = all_profiles.get(PROFILE).await.expect("profile");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let owned = namespaces
         .create(
             &PostParams::default(),

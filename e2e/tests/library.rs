@@ -777,6 +777,7 @@ async fn with_the_watch_index_only_what_changed_is_read() {
         config,
         "configmaps".into(),
     );
+    let mut relisted = index.relisted();
     let watching = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
     let index = index.build();
     let engine = Engine::new(client.clone(), MANAGER).with_index(index.clone());
@@ -804,6 +805,14 @@ async fn with_the_watch_index_only_what_changed_is_read() {
         },
     )
     .await;
+    // A watch started with the operator owes nothing for its first list
+    // (the first reconciles read what it did not hold yet).
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), relisted.next())
+            .await
+            .is_err(),
+        "a first list at start asked for a reconcile of every CR"
+    );
 
     let again = apply::<Pipelines>(&engine, &client, "kubeflow", &ns.name, objects.clone())
         .await
@@ -859,7 +868,9 @@ async fn with_the_watch_index_only_what_changed_is_read() {
 }
 
 /// A watch of a kind defined by a CRD starts only once the CRD exists, and
-/// then sees the kind's objects.
+/// then sees the kind's objects; its first list (after the CRs it serves
+/// were reconciled) asks for a reconcile of every CR, since an object
+/// deleted or relabelled before it is in no event.
 #[tokio::test]
 async fn a_watch_of_a_custom_kind_starts_once_its_crd_exists() {
     use futures::StreamExt;
@@ -889,6 +900,7 @@ async fn a_watch_of_a_custom_kind_starts_once_its_crd_exists() {
         config,
         "widgets".into(),
     );
+    let mut relisted = index.relisted();
     let watching = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
     let index = index.build();
 
@@ -916,6 +928,10 @@ async fn a_watch_of_a_custom_kind_starts_once_its_crd_exists() {
         },
     )
     .await;
+    tokio::time::timeout(Duration::from_secs(10), relisted.next())
+        .await
+        .expect("the late watch's list asks for a reconcile of every CR")
+        .expect("the signal stream is open");
     watching.abort();
     ns.delete().await;
     let _ = crds.delete(crd_name, &DeleteParams::default()).await;

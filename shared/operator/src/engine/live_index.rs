@@ -11,6 +11,12 @@
 //! object, and nothing of unmanaged ones, since every watch selects the
 //! component's label.
 //!
+//! A list only shows what matches the watch's selector now: an object
+//! deleted, or whose labels someone edited, before a watch's first list or
+//! while it was down and listed again, is in no event. Each such list
+//! therefore signals `relisted`, and the controller reconciles every CR
+//! (each then reads what the index no longer holds).
+//!
 //! A watch of a kind the bundles define by a CRD starts once that CRD
 //! exists (one metadata watch of all CRDs tells): a kind of another bundle
 //! version, never installed, costs no request at all, where a watch retried
@@ -85,6 +91,10 @@ pub struct LiveIndexBuilder {
     crds: Option<CrdPresence>,
     /// The operator's field manager: other managers' entries are kept.
     own_manager: Option<String>,
+    /// Told of every list that may have missed a deletion (see the module doc).
+    relisted: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    /// What `relisted` tells; taken once by the controller.
+    relisted_rx: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
 }
 
 /// Which CRDs exist: a metadata store of all of them, and a signal bumped
@@ -181,6 +191,13 @@ impl LiveIndexBuilder {
             None => Box::pin(futures::future::ready(())),
         };
         let own = self.own_manager.clone();
+        let relisted = self.relisted_sender();
+        // A watch started with the operator is listed before or while its CRs
+        // are first reconciled, and those reconciles read what the index does
+        // not hold: its first list owes nothing. A watch that waited for its
+        // CRD started after them.
+        let mut lists_owed = usize::from(crd.is_none());
+        let listed = what.clone();
         let objects = ready
             .map(move |()| {
                 watcher::watcher(api, config)
@@ -195,10 +212,53 @@ impl LiveIndexBuilder {
                         };
                     })
                     .reflect(writer)
-                    .touched_objects()
+                    .filter_map(move |event| {
+                        let object = match event {
+                            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => Some(Ok(o)),
+                            Ok(watcher::Event::InitApply(o)) => Some(Ok(o)),
+                            Ok(watcher::Event::Init) => None,
+                            Ok(watcher::Event::InitDone) => {
+                                if lists_owed == 0 {
+                                    tracing::debug!(watch = %listed, "listed after the CRs' reconciles; each CR is reconciled again");
+                                    let _ = relisted.send(());
+                                } else {
+                                    lists_owed -= 1;
+                                }
+                                None
+                            }
+                            Err(e) => Some(Err(e)),
+                        };
+                        futures::future::ready(object)
+                    })
             })
             .flatten_stream();
         crate::engine::watches::quiet(objects, what)
+    }
+
+    /// The sender every watch tells of its lists (made on first use).
+    fn relisted_sender(&mut self) -> tokio::sync::mpsc::UnboundedSender<()> {
+        match &self.relisted {
+            Some(tx) => tx.clone(),
+            None => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                self.relisted = Some(tx.clone());
+                self.relisted_rx = Some(rx);
+                tx
+            }
+        }
+    }
+
+    /// A stream that yields once for each list of a watch that may have
+    /// missed a deletion or a relabelling (see the module doc): the
+    /// controller reconciles every CR on it. Empty when no watch was added,
+    /// or when taken before.
+    pub fn relisted(&mut self) -> futures::stream::BoxStream<'static, ()> {
+        let rx = self.relisted_rx.take();
+        futures::stream::unfold(rx, |rx| async move {
+            let mut rx = rx?;
+            rx.recv().await.map(|()| ((), Some(rx)))
+        })
+        .boxed()
     }
 
     /// The index over every store added.

@@ -122,6 +122,7 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
         );
         streams.push((stream, w.resource));
     }
+    let relisted = index.relisted();
     let context = Context {
         engine: Engine::new(rt.client.clone(), &name)
             .within(scope.clone())
@@ -152,6 +153,8 @@ pub async fn run<C: Component>(component: C, args: ComponentArgs) -> anyhow::Res
             resource,
         );
     }
+    // A list after a watch's restart (or its late start) shows no deletion.
+    let controller = controller.reconcile_all_on(relisted);
     let controller = watch_references::<C>(controller, &rt.client, &scope, &watched_kinds);
     crate::framework::controller::run(context, controller, rt).await;
     Ok(())
