@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use kube::api::DynamicObject;
 use kubeflow_api::UpgradePlanStatus;
 use kubeflow_api::kubeflow::{ComponentPlan, ReleasePlan};
-use serde_json::json;
 
 use crate::children::{Child, expected_version};
 use crate::component_kind::ComponentKind;
@@ -107,7 +106,7 @@ pub fn approve(wanted: &mut [Child], plan: &ReleasePlan, approved: Option<&str>)
     for child in wanted.iter_mut() {
         let name = child.component.to_string();
         if let Some(p) = plan.components.iter().find(|p| p.name == name) {
-            child.spec.insert("approvedPlan".into(), json!(p.digest));
+            child.spec.common_mut().shared.approved_plan = Some(p.digest.clone());
         }
     }
     true
@@ -151,21 +150,14 @@ pub fn child_awaits(child: &Child, live: Option<&DynamicObject>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
+    use serde_json::json;
 
-    fn field<'a>(child: &'a Child, key: &str) -> Option<&'a Value> {
-        child.spec.get(key)
+    fn approved(child: &Child) -> Option<&str> {
+        child.spec.common().shared.approved_plan.as_deref()
     }
 
     fn child(component: ComponentKind, version: &str) -> Child {
-        Child {
-            component,
-            managed: true,
-            spec: json!({"version": version})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        }
+        crate::children::test_child(component, true, Some(version))
     }
 
     fn live(from: &str, to: &str, digest: &str, awaiting: bool) -> DynamicObject {
@@ -199,13 +191,13 @@ mod tests {
         assert_eq!(plan.digest.len(), 16);
         // A wrong digest approves nothing and says so.
         assert!(!approve(&mut wanted, &plan, Some("0123")));
-        assert!(wanted.iter().all(|c| field(c, "approvedPlan").is_none()));
+        assert!(wanted.iter().all(|c| approved(c).is_none()));
         assert!(
             awaiting_message(&plan, Some("0123")).contains("spec.approvedPlan \"0123\" is not")
         );
         assert!(approve(&mut wanted, &plan, Some(&plan.digest)));
-        assert_eq!(field(&wanted[0], "approvedPlan"), Some(&json!("aaaa")));
-        assert_eq!(field(&wanted[1], "approvedPlan"), Some(&json!("bbbb")));
+        assert_eq!(approved(&wanted[0]), Some("aaaa"));
+        assert_eq!(approved(&wanted[1]), Some("bbbb"));
 
         // Another plan of one component is another release digest.
         live_children.insert(
@@ -249,7 +241,7 @@ mod tests {
         assert_eq!(partial.digest, "");
         // Nothing is approved, whatever the value.
         assert!(!approve(&mut wanted, &partial, Some("")));
-        assert!(wanted.iter().all(|c| field(c, "approvedPlan").is_none()));
+        assert!(wanted.iter().all(|c| approved(c).is_none()));
         assert!(
             awaiting_message(&partial, None).contains("plans of serving are still being computed")
         );
@@ -263,8 +255,8 @@ mod tests {
         assert!(whole.computing.is_empty());
         assert_eq!(whole.digest.len(), 16);
         assert!(approve(&mut wanted, &whole, Some(&whole.digest)));
-        assert_eq!(field(&wanted[0], "approvedPlan"), Some(&json!("aaaa")));
-        assert_eq!(field(&wanted[1], "approvedPlan"), Some(&json!("bbbb")));
+        assert_eq!(approved(&wanted[0]), Some("aaaa"));
+        assert_eq!(approved(&wanted[1]), Some("bbbb"));
     }
 
     #[test]

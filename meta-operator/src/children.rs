@@ -4,9 +4,9 @@
 
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
-use kubeflow_api::kubeflow::{ManagementState, StatedEntry};
+use kubeflow_api::kubeflow::{ChildSpec, ManagementState, StatedEntry};
 use kubeflow_api::{CommonSpec, Kubeflow, Platform};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use crate::component_kind::ComponentKind;
 use crate::release::Release;
@@ -19,7 +19,7 @@ pub struct Child {
     /// Whether it is Managed (false: Removed, or not listed).
     pub managed: bool,
     /// The child CR's spec: stated fields, version, platform.
-    pub spec: Map<String, Value>,
+    pub spec: ChildSpec,
 }
 
 /// A component's child spec: the fields its entry states, and the shared
@@ -33,29 +33,31 @@ fn stated(
     kf: &Kubeflow,
     version: Option<&str>,
     platform: Platform,
-) -> (bool, Map<String, Value>) {
+) -> (bool, ChildSpec) {
     let fill = |common: &mut CommonSpec| {
         // A version the Kubeflow CR pins for the component wins over the release table.
         if common.version.is_none() {
             common.version = version.map(str::to_string);
         }
-        common.platform = Some(platform);
-        if common.image_registry.is_none() {
-            common.image_registry.clone_from(&kf.spec.image_registry);
+        common.shared.platform = Some(platform);
+        if common.shared.image_registry.is_none() {
+            common
+                .shared
+                .image_registry
+                .clone_from(&kf.spec.shared.image_registry);
         }
-        if common.image_digests.is_none() {
-            common.image_digests.clone_from(&kf.spec.image_digests);
+        if common.shared.image_digests.is_none() {
+            common
+                .shared
+                .image_digests
+                .clone_from(&kf.spec.shared.image_digests);
         }
-        common.approved_plan = None;
-        if common.upgrade_strategy.is_none() {
-            common.upgrade_strategy = kf.spec.upgrade_strategy;
+        common.shared.approved_plan = None;
+        if common.shared.upgrade_strategy.is_none() {
+            common.shared.upgrade_strategy = kf.spec.shared.upgrade_strategy;
         }
     };
-    let map = match entry.child_spec(&fill) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    (entry.is_managed(), map)
+    (entry.is_managed(), entry.child_spec(&fill))
 }
 
 /// Every component's child, in [`ComponentKind::ORDER`].
@@ -67,24 +69,21 @@ pub fn desired(kf: &Kubeflow, release: &Release, platform: Platform) -> Vec<Chil
         .is_some_and(|e| e.management_state == ManagementState::Managed);
     ComponentKind::ORDER
         .iter()
-        .map(|&component| {
+        .filter_map(|&component| {
             let v = release.component(component);
             // Every registry entry is a field of the Kubeflow CR (both are
-            // generated from the registry).
-            let (managed, mut spec) = c
-                .entry(component.name())
-                .map(|entry| stated(entry, kf, v, platform))
-                .unwrap_or_default();
+            // generated from the registry): none is left out.
+            let (managed, mut spec) = stated(c.entry(component.name())?, kf, v, platform);
             // The login needs Istio's side (extension provider,
             // kubeflow-gateway) unless the Istio entry says otherwise.
-            if component == ComponentKind::Istio && login {
-                spec.entry("oauth2Proxy").or_insert(json!(true));
+            if let (ChildSpec::Istio(istio), true) = (&mut spec, login) {
+                istio.oauth2_proxy.get_or_insert(true);
             }
-            Child {
+            Some(Child {
                 component,
                 managed,
                 spec,
-            }
+            })
         })
         .collect()
 }
@@ -94,7 +93,7 @@ pub fn object(kf: &Kubeflow, child: &Child) -> DynamicObject {
     let ar = child.component.api_resource();
     let mut obj =
         DynamicObject::new(&kf.name_any(), &ar).within(&kf.namespace().unwrap_or_default());
-    obj.data = json!({ "spec": child.spec });
+    obj.data = json!({ "spec": child.spec.to_value() });
     obj
 }
 
@@ -113,12 +112,26 @@ pub fn outside_release(children: &[Child], release: &Release) -> Vec<ComponentKi
 
 /// The version a child is expected to report.
 pub fn expected_version(child: &Child) -> Option<&str> {
-    child.spec.get("version").and_then(Value::as_str)
+    child.spec.common().version.as_deref()
 }
 
 /// The Kubeflow kind's resource, for the inventory.
 pub fn kubeflow_resource() -> ApiResource {
     ApiResource::erase::<Kubeflow>(&())
+}
+
+/// A child for unit tests: the component's default spec at `version`.
+#[cfg(test)]
+pub fn test_child(component: ComponentKind, managed: bool, version: Option<&str>) -> Child {
+    let Some(mut spec) = ChildSpec::default_of(component.name()) else {
+        panic!("{component} has no spec type");
+    };
+    spec.common_mut().version = version.map(str::to_string);
+    Child {
+        component,
+        managed,
+        spec,
+    }
 }
 
 #[cfg(test)]
@@ -145,12 +158,16 @@ mod tests {
                 .find(|c| c.component == ComponentKind::Istio)
                 .expect("istio")
         };
+        let oauth2_proxy = |c: &Child| match &c.spec {
+            ChildSpec::Istio(s) => s.oauth2_proxy,
+            other => panic!("not Istio's: {other:?}"),
+        };
         let on = istio(&kf(&text(r#"{"managementState":"Managed"}"#)));
-        assert_eq!(on.spec.get("oauth2Proxy"), Some(&json!(true)));
+        assert_eq!(oauth2_proxy(&on), Some(true));
         let stated_off = istio(&kf(&text(
             r#"{"managementState":"Managed","spec":{"oauth2Proxy":false}}"#,
         )));
-        assert_eq!(stated_off.spec.get("oauth2Proxy"), Some(&json!(false)));
+        assert_eq!(oauth2_proxy(&stated_off), Some(false));
         let auth = desired(
             &kf(&text(r#"{"managementState":"Managed"}"#)),
             r,
@@ -182,7 +199,7 @@ mod tests {
         let training = get("training");
         assert!(training.managed);
         assert_eq!(
-            Value::Object(training.spec.clone()),
+            training.spec.to_value(),
             json!({"jobKinds": ["TFJob"], "version": "v1.9.2", "platform": "kubernetes"})
         );
         assert_eq!(

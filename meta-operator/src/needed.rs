@@ -91,14 +91,10 @@ pub fn report(status: &mut KubeflowStatus, kept: &[Kept], generation: Option<i64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     fn child(component: ComponentKind, managed: bool) -> Child {
-        Child {
-            component,
-            managed,
-            spec: Map::new(),
-        }
+        crate::children::test_child(component, managed, None)
     }
 
     fn live(c: ComponentKind) -> DynamicObject {

@@ -66,16 +66,10 @@ pub fn plan<'a>(wanted: &'a [Child], live: &BTreeMap<ComponentKind, DynamicObjec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     fn child(component: ComponentKind, managed: bool) -> Child {
-        let mut spec = Map::new();
-        spec.insert("version".into(), json!("v1"));
-        Child {
-            component,
-            managed,
-            spec,
-        }
+        crate::children::test_child(component, managed, Some("v1"))
     }
 
     fn live(ready: bool) -> DynamicObject {

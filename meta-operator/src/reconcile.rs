@@ -154,7 +154,7 @@ async fn apply(
 ) -> Result<Duration, Failure> {
     let generation = kf.meta().generation;
     let old = kf.status.clone().unwrap_or_default();
-    let resolved = platform::resolve(&ctx.tools.client, kf.spec.platform)
+    let resolved = platform::resolve(&ctx.tools.client, kf.spec.shared.platform)
         .await
         .map_err(|e| Failure::api("detect the platform", e))?;
     status.platform = Some(resolved);
@@ -167,7 +167,7 @@ async fn apply(
     let release_plan =
         approval::release_plan(&wanted, &live, old.version.as_deref(), &kf.spec.version);
     if let Some(p) = &release_plan {
-        approval::approve(&mut wanted, p, kf.spec.approved_plan.as_deref());
+        approval::approve(&mut wanted, p, kf.spec.shared.approved_plan.as_deref());
     }
     let plan = plan::plan(&wanted, &live);
     let outcome = match apply_children(kf, ctx, &plan).await {
@@ -190,7 +190,7 @@ async fn apply(
     crate::status::with_release_plan(
         status,
         release_plan,
-        kf.spec.approved_plan.as_deref(),
+        kf.spec.shared.approved_plan.as_deref(),
         generation,
     );
     // A child CR whose live state refuses ours is never deleted to be

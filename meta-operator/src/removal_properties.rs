@@ -243,7 +243,7 @@ fn child(kf: &Kubeflow, component: crate::component_kind::ComponentKind) -> Valu
         .expect("child");
     let ar = component.api_resource();
     json!({"apiVersion": ar.api_version, "kind": ar.kind,
-        "metadata": {"name": kf.name_any(), "namespace": "kubeflow"}, "spec": c.spec})
+        "metadata": {"name": kf.name_any(), "namespace": "kubeflow"}, "spec": c.spec.to_value()})
 }
 
 #[test]

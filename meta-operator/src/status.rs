@@ -211,16 +211,10 @@ fn set_upgrade_risk(status: &mut KubeflowStatus, generation: Option<i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     fn child(component: ComponentKind) -> Child {
-        let mut spec = Map::new();
-        spec.insert("version".into(), json!("v1"));
-        Child {
-            component,
-            managed: true,
-            spec,
-        }
+        crate::children::test_child(component, true, Some("v1"))
     }
 
     fn live(kind: &str, ready: &str, reason: &str) -> DynamicObject {

@@ -72,14 +72,11 @@ mod tests {
     use serde_json::json;
 
     fn child() -> Child {
-        Child {
-            component: crate::component_kind::ComponentKind::Training,
-            managed: true,
-            spec: json!({"version": "v1.9.2"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        }
+        crate::children::test_child(
+            crate::component_kind::ComponentKind::Training,
+            true,
+            Some("v1.9.2"),
+        )
     }
 
     fn live(generation: i64, observed: i64, ready: &str, version: &str) -> DynamicObject {

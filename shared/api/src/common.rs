@@ -57,6 +57,45 @@ pub enum UpgradeStrategy {
     Manual,
 }
 
+/// Settings a `Kubeflow` resource states for every component and each
+/// component kind states for itself (one declaration for both, flattened
+/// into each spec). The meta-operator passes a `Kubeflow` resource's to
+/// each component's resource, except where the component's entry states
+/// its own; `approvedPlan` is always the `Kubeflow` resource's there.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedSettings {
+    /// Platform to render for: auto (detect by API discovery), kubernetes
+    /// or openshift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    /// A mirror registry every image moves to (host[:port][/path], no
+    /// scheme), wherever the image is named: containers, runtime CRs,
+    /// environment, arguments, ConfigMaps. The repository path, tag and
+    /// digest are kept; Docker Hub's one-segment names gain `library/`. A
+    /// component's `images` overrides win.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub image_registry: Option<String>,
+    /// Pin every image by digest: the name of a ConfigMap in the resource's
+    /// namespace whose key `digests` holds one `<image> <sha256:digest>` (or
+    /// `<image>@sha256:digest`) per line, for the images as they are after
+    /// `imageRegistry`. An image missing from it is refused; nothing is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub image_digests: Option<String>,
+    /// Automatic (default) or Manual: under Manual a change of `version`
+    /// waits, with its plan in `status.upgradePlan`, until `approvedPlan` is
+    /// that plan's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_strategy: Option<UpgradeStrategy>,
+    /// The digest of the upgrade plan approved (`status.upgradePlan.digest`);
+    /// a plan that changes needs a new approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub approved_plan: Option<String>,
+}
+
 /// Settings every component shares: its version and how its controller workloads run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -78,21 +117,6 @@ pub struct CommonSpec {
         }
     ))]
     pub images: BTreeMap<String, String>,
-    /// A mirror registry every image of the component moves to (host[:port][/path],
-    /// no scheme), wherever the image is named: containers, runtime CRs,
-    /// environment, arguments, ConfigMaps. The repository path, tag and digest
-    /// are kept; Docker Hub's one-segment names gain `library/`. `images`
-    /// overrides win.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub image_registry: Option<String>,
-    /// Pin every image by digest: the name of a ConfigMap in the CR's
-    /// namespace whose key `digests` holds one `<image> <sha256:digest>` (or
-    /// `<image>@sha256:digest`) per line, for the images as they are after
-    /// `imageRegistry`. An image missing from it is refused; nothing is applied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub image_digests: Option<String>,
     /// Replicas of the component's controller workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]
@@ -106,22 +130,13 @@ pub struct CommonSpec {
     /// Tolerations of the component's workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<Toleration>>,
-    /// Platform to render for; "auto" detects it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<Platform>,
+    /// The platform, image mirror and digests, and upgrade approval: the
+    /// settings a `Kubeflow` resource states for every component.
+    #[serde(flatten)]
+    pub shared: SharedSettings,
     /// Whether the component's CRDs are kept (Retain, default) or deleted on removal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crd_policy: Option<CrdPolicy>,
-    /// Automatic (default) or Manual: under Manual a change of `version`
-    /// waits, with its plan in `status.upgradePlan`, until `approvedPlan` is
-    /// that plan's digest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upgrade_strategy: Option<UpgradeStrategy>,
-    /// The digest of the upgrade plan approved (`status.upgradePlan.digest`);
-    /// a plan that changes needs a new approval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64))]
-    pub approved_plan: Option<String>,
     /// Changes to objects of the component's bundle that no field of this
     /// resource makes, applied after the operator's own settings on every
     /// reconcile and every version (an upgrade to a version whose bundle

@@ -6,7 +6,7 @@ use kube::core::object::HasSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{CommonSpec, Platform, UpgradeStrategy};
+use crate::common::{CommonSpec, Platform, SharedSettings};
 use crate::components::ComponentSpec;
 
 /// Whether the meta-operator installs a component.
@@ -58,29 +58,84 @@ macro_rules! kubeflow_components {
 
 crate::for_each_component!(kubeflow_components);
 
+/// [`ChildSpec`] from the registry's entries: one variant per component.
+macro_rules! child_spec {
+    ($($module:ident $kind:ident $name:tt $field:tt $plural:tt [$($doc:tt)*] $component:tt)*) => {
+        /// One component's spec, typed whichever the component: what the
+        /// meta-operator makes that component's resource of.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum ChildSpec {$(
+            $(#[doc = $doc])*
+            $kind(<crate::components::$module::$kind as HasSpec>::Spec),
+        )*}
+
+        impl ChildSpec {
+            /// The settings every component shares.
+            pub fn common(&self) -> &CommonSpec {
+                match self {
+                    $(ChildSpec::$kind(s) => s.common(),)*
+                }
+            }
+
+            /// The settings every component shares, to set.
+            pub fn common_mut(&mut self) -> &mut CommonSpec {
+                match self {
+                    $(ChildSpec::$kind(s) => s.common_mut(),)*
+                }
+            }
+
+            /// The spec as the component's resource holds it.
+            pub fn to_value(&self) -> serde_json::Value {
+                match self {
+                    // A spec of plain data always serializes.
+                    $(ChildSpec::$kind(s) => serde_json::to_value(s).unwrap_or_default(),)*
+                }
+            }
+
+            /// The spec's defaults of the component of that name (the registry's).
+            pub fn default_of(name: &str) -> Option<ChildSpec> {
+                match name {
+                    $($name => Some(ChildSpec::$kind(Default::default())),)*
+                    _ => None,
+                }
+            }
+        }
+
+        $(
+            impl From<<crate::components::$module::$kind as HasSpec>::Spec> for ChildSpec {
+                fn from(spec: <crate::components::$module::$kind as HasSpec>::Spec) -> Self {
+                    ChildSpec::$kind(spec)
+                }
+            }
+        )*
+    };
+}
+
+crate::for_each_component!(child_spec);
+
 /// A component's entry in the `Kubeflow` CR, stated or not, whatever its
 /// spec's type: what the meta-operator makes the component's CR of.
 pub trait StatedEntry {
     /// Whether it is stated and Managed.
     fn is_managed(&self) -> bool;
     /// The spec it states (the spec's defaults when it states none), after
-    /// `fill` has set the shared settings, as JSON.
-    fn child_spec(&self, fill: &dyn Fn(&mut CommonSpec)) -> serde_json::Value;
+    /// `fill` has set the shared settings.
+    fn child_spec(&self, fill: &dyn Fn(&mut CommonSpec)) -> ChildSpec;
 }
 
-impl<S: ComponentSpec> StatedEntry for Option<ComponentEntry<S>> {
+impl<S: ComponentSpec + Into<ChildSpec>> StatedEntry for Option<ComponentEntry<S>> {
     fn is_managed(&self) -> bool {
         self.as_ref()
             .is_some_and(|e| e.management_state == ManagementState::Managed)
     }
 
-    fn child_spec(&self, fill: &dyn Fn(&mut CommonSpec)) -> serde_json::Value {
+    fn child_spec(&self, fill: &dyn Fn(&mut CommonSpec)) -> ChildSpec {
         let mut spec = self
             .as_ref()
             .and_then(|e| e.spec.clone())
             .unwrap_or_default();
         fill(spec.common_mut());
-        serde_json::to_value(&spec).unwrap_or_default()
+        spec.into()
     }
 }
 
@@ -130,32 +185,14 @@ pub struct KubeflowSpec {
     /// enum); picks each component's default version.
     #[schemars(schema_with = "release_schema")]
     pub version: String,
-    /// auto (detect by API discovery), kubernetes or openshift.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<Platform>,
-    /// A mirror registry for every component's images (see each component's
-    /// `imageRegistry`; a component's own setting wins).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub image_registry: Option<String>,
-    /// The ConfigMap of image digests every component pins its images by
-    /// (see each component's `imageDigests`; a component's own setting wins).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub image_digests: Option<String>,
+    /// The platform, image mirror and digests, and upgrade approval of
+    /// every component (a component's entry may state its own, but for
+    /// `approvedPlan`: the release's plan is approved here).
+    #[serde(flatten)]
+    pub shared: SharedSettings,
     /// The components to install and their settings.
     #[serde(default)]
     pub components: KubeflowComponents,
-    /// Automatic (default) or Manual: under Manual a change of `version`
-    /// waits, with every component's plan in `status.upgradePlan`, until
-    /// `approvedPlan` is the plan's digest (passed to every component).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upgrade_strategy: Option<UpgradeStrategy>,
-    /// The digest of the release upgrade plan approved
-    /// (`status.upgradePlan.digest`); a plan that changes needs a new approval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64))]
-    pub approved_plan: Option<String>,
 }
 
 /// The Kubeflow releases the meta-operator knows, oldest first (its release

@@ -64,6 +64,9 @@ macro_rules! component_crd {
         impl $crate::components::ComponentSpec for $name {
             const VERSION_DOC: &'static str = $version_doc;
             const IMAGES_DOC: &'static str = $images_doc;
+            fn common(&self) -> &$crate::common::CommonSpec {
+                &self.common
+            }
             fn common_mut(&mut self) -> &mut $crate::common::CommonSpec {
                 &mut self.common
             }
@@ -114,6 +117,9 @@ pub trait ComponentResource:
     /// The settings every component shares.
     fn common(&self) -> &CommonSpec;
 
+    /// The settings every component shares, to set.
+    fn common_mut(&mut self) -> &mut CommonSpec;
+
     /// The status every component shares, if the CR has one.
     fn component_status(&self) -> Option<&ComponentStatus> {
         self.reported().map(AsRef::as_ref)
@@ -128,6 +134,9 @@ pub trait ComponentSpec: Serialize + Default + Clone {
     /// Its CRD's description of the shared `images` field.
     const IMAGES_DOC: &'static str;
 
+    /// The settings every component shares.
+    fn common(&self) -> &CommonSpec;
+
     /// The settings every component shares, to set (the `Kubeflow` CR
     /// fills in the version, platform, mirror and upgrade strategy).
     fn common_mut(&mut self) -> &mut CommonSpec;
@@ -141,6 +150,9 @@ macro_rules! component_resources {
             const COMPONENT: &'static str = $name;
             fn common(&self) -> &CommonSpec {
                 &self.spec.common
+            }
+            fn common_mut(&mut self) -> &mut CommonSpec {
+                &mut self.spec.common
             }
         }
     )*};

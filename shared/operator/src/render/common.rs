@@ -41,7 +41,7 @@ pub fn apply_common(
     // without one (see docs/security.md).
     transform::drop_allow_empty_password(objects);
     // The mirror first: per-container overrides win over it.
-    if let Some(registry) = &common.image_registry {
+    if let Some(registry) = &common.shared.image_registry {
         crate::render::images::check_registry("spec.imageRegistry", registry)
             .map_err(|m| Refusal::new(Reason::InvalidSpec, m))?;
         crate::render::images::move_to(objects, registry);

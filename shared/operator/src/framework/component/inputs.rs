@@ -16,7 +16,7 @@ pub(super) async fn platform_of<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
 ) -> Result<Platform, Failure> {
-    match cr.common().platform {
+    match cr.common().shared.platform {
         Some(p @ (Platform::Kubernetes | Platform::OpenShift)) => Ok(p),
         _ => {
             if let Some(p) = ctx.detected_platform.lock().ok().and_then(|g| *g) {
@@ -114,7 +114,7 @@ pub(super) async fn render_with<C: Component>(
         lists.push((field.as_str(), listed.as_slice()));
     }
     crate::render::known_secrets::refuse(&rendered.objects, &lists)?;
-    if let Some(name) = &cr.common().image_digests {
+    if let Some(name) = &cr.common().shared.image_digests {
         let key = (
             ns.as_str(),
             cr.meta().name.as_deref().unwrap_or_default(),

@@ -291,7 +291,7 @@ pub enum Reference {
 /// component's own references.
 pub fn references_of<C: Component>(cr: &C::Resource) -> Vec<Reference> {
     let common = cr.common();
-    let mut out: Vec<Reference> = [&common.image_digests, &common.overrides_config_map]
+    let mut out: Vec<Reference> = [&common.shared.image_digests, &common.overrides_config_map]
         .into_iter()
         .flatten()
         .map(|name| Reference::ConfigMap(name.clone()))

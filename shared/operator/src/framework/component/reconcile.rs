@@ -122,7 +122,7 @@ pub(super) async fn apply<C: Component>(
             cr.meta().generation,
         );
     } else if let Some(plan) = status.upgrade_plan.as_ref().filter(|p| p.awaiting_approval) {
-        let message = awaiting_message(cr.common().approved_plan.as_deref(), plan);
+        let message = awaiting_message(cr.common().shared.approved_plan.as_deref(), plan);
         conditions::set(
             &mut status.conditions,
             conditions::PROGRESSING,

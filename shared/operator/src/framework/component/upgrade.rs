@@ -4,7 +4,6 @@
 
 use kube::api::Api;
 use kubeflow_api::{ComponentResource, ComponentStatus, Platform};
-use serde_json::Value;
 
 use super::context::Context;
 use super::inputs::render_with;
@@ -35,8 +34,8 @@ pub(super) async fn upgrade_gate<C: Component>(
     let Some(from) = old.version.as_deref().filter(|v| *v != rendered.version) else {
         return Ok((rendered, None));
     };
-    let installed_cr = at_version(cr, from)?;
-    let manual = cr.common().upgrade_strategy == Some(kubeflow_api::UpgradeStrategy::Manual);
+    let installed_cr = at_version(cr, from);
+    let manual = cr.common().shared.upgrade_strategy == Some(kubeflow_api::UpgradeStrategy::Manual);
     // The installed version's bundle in a cache of its own, dropped with
     // it: the operator's cache would otherwise hold both versions' parsed
     // bundles for the rest of its life after every upgrade.
@@ -73,7 +72,7 @@ pub(super) async fn upgrade_gate<C: Component>(
     let mut published =
         crate::render::upgrade_plan::published(from, &rendered.version, &plan, false);
     published.awaiting_approval =
-        manual && cr.common().approved_plan.as_deref() != Some(published.digest.as_str());
+        manual && cr.common().shared.approved_plan.as_deref() != Some(published.digest.as_str());
     // An approved upgrade that has begun keeps going: its first pass
     // writes objects (a generated key kept, a Secret's demo value dropped)
     // that the next render of either version reads, so the recomputed
@@ -84,7 +83,7 @@ pub(super) async fn upgrade_gate<C: Component>(
             !p.awaiting_approval
                 && p.from == from
                 && p.to == rendered.version
-                && cr.common().approved_plan.as_deref() == Some(p.digest.as_str())
+                && cr.common().shared.approved_plan.as_deref() == Some(p.digest.as_str())
         })
     {
         published = begun.clone();
@@ -141,13 +140,10 @@ pub(super) async fn still_stored<C: Component>(
 }
 
 /// The CR as it would be at another version (every other field the same).
-pub(super) fn at_version<K: ComponentResource>(cr: &K, version: &str) -> Result<K, Refusal> {
-    let mut value =
-        serde_json::to_value(cr).map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))?;
-    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.insert("version".into(), Value::String(version.to_string()));
-    }
-    serde_json::from_value(value).map_err(|e| Refusal::new(Reason::InvalidSpec, e.to_string()))
+pub(super) fn at_version<K: ComponentResource>(cr: &K, version: &str) -> K {
+    let mut at = cr.clone();
+    at.common_mut().version = Some(version.to_string());
+    at
 }
 
 /// What the Progressing condition says while a plan waits for approval.
@@ -204,9 +200,9 @@ mod tests {
     fn the_installed_version_changes_the_version_alone() {
         let mut spec = TrainingSpec::default();
         spec.common.version = Some("v1.9.2".into());
-        spec.common.image_registry = Some("mirror.example.com".into());
+        spec.common.shared.image_registry = Some("mirror.example.com".into());
         let cr = Training::new("kubeflow", spec);
-        let installed = at_version(&cr, "v1.8.1").expect("the CR at v1.8.1");
+        let installed = at_version(&cr, "v1.8.1");
         assert_eq!(installed.spec.common.version.as_deref(), Some("v1.8.1"));
         let mut back = installed.clone();
         back.spec.common.version = Some("v1.9.2".into());
