@@ -229,10 +229,11 @@ fn print_log_tail(path: &std::path::Path) {
     }
 }
 
-/// `line` without its terminal colour codes (`ESC [ ... m`).
-fn without_colours(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
+/// `text` without its terminal colour codes (`ESC [ ... m`): the
+/// operators log in colour, and a check of their words must not meet them.
+pub fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
     while let Some(c) = chars.next() {
         if c == '\u{1b}' {
             for d in chars.by_ref() {

@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 use kubeflow_e2e::component::{component_api, merge, prepare, wait_condition};
-use kubeflow_e2e::operator::OperatorProcess;
+use kubeflow_e2e::operator::{OperatorProcess, without_colours};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
@@ -171,22 +171,4 @@ async fn describe_shows_what_changed_once_and_nothing_at_rest() {
         assert!(line.contains(&object), "{line}");
     }
     ns.delete().await;
-}
-
-/// A log's text without its terminal colour codes.
-fn without_colours(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
