@@ -183,8 +183,21 @@ impl Demo {
     }
 }
 
+/// How many of each operator's last log lines a failing test prints.
+const TAIL_LINES: usize = 8;
+
 impl Drop for Demo {
     fn drop(&mut self) {
+        // CI shows a failure's output, not the demo's state folder: the
+        // end of each operator's log goes with the failure.
+        if std::thread::panicking() {
+            for c in COMPONENTS.iter() {
+                crate::operator::print_log_tail(
+                    &self.state.join("logs").join(format!("{c}.log")),
+                    TAIL_LINES,
+                );
+            }
+        }
         let _ = Command::new(crate::repo_root().join("e2e/demo"))
             .arg("down")
             .env("KUBEFLOW_DEMO_STATE", &self.state)

@@ -207,10 +207,10 @@ pub fn stop_child(child: &mut Child) {
 impl Drop for OperatorProcess {
     fn drop(&mut self) {
         self.terminate();
-        // A failing test's operator logs are in the target folder, which
-        // CI's fresh clone does not keep: their end goes with the failure.
+        // CI shows a failure's output, not the target folder the operator
+        // logs are in: the end of the log goes with the failure.
         if std::thread::panicking() {
-            print_log_tail(&self.log);
+            print_log_tail(&self.log, TAIL_LINES);
         }
     }
 }
@@ -218,11 +218,11 @@ impl Drop for OperatorProcess {
 /// How many of a log's last lines a failing test prints.
 const TAIL_LINES: usize = 30;
 
-/// Prints the last lines of the log at `path` on standard error.
-fn print_log_tail(path: &std::path::Path) {
+/// Prints the last `count` lines of the log at `path` on standard error.
+pub fn print_log_tail(path: &std::path::Path, count: usize) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    let tail = &lines[lines.len().saturating_sub(count)..];
     eprintln!("--- last {} lines of {}", tail.len(), path.display());
     for line in tail {
         eprintln!("{}", without_colours(line));
