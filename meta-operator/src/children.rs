@@ -120,13 +120,15 @@ pub fn kubeflow_resource() -> ApiResource {
     ApiResource::erase::<Kubeflow>(&())
 }
 
-/// A child for unit tests: the component's default spec at `version`.
+/// A child for unit tests: the component's default spec at `version`, as
+/// an entry that states nothing yields it.
 #[cfg(test)]
 pub fn test_child(component: ComponentKind, managed: bool, version: Option<&str>) -> Child {
-    let Some(mut spec) = ChildSpec::default_of(component.name()) else {
-        panic!("{component} has no spec type");
+    let components = kubeflow_api::kubeflow::KubeflowComponents::default();
+    let Some(entry) = components.entry(component.name()) else {
+        panic!("{component} is not a field of the Kubeflow resource");
     };
-    spec.common_mut().version = version.map(str::to_string);
+    let spec = entry.child_spec(&|common| common.version = version.map(str::to_string));
     Child {
         component,
         managed,

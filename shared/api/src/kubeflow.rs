@@ -91,14 +91,6 @@ macro_rules! child_spec {
                     $(ChildSpec::$kind(s) => serde_json::to_value(s).unwrap_or_default(),)*
                 }
             }
-
-            /// The spec's defaults of the component of that name (the registry's).
-            pub fn default_of(name: &str) -> Option<ChildSpec> {
-                match name {
-                    $($name => Some(ChildSpec::$kind(Default::default())),)*
-                    _ => None,
-                }
-            }
         }
 
         $(
