@@ -140,10 +140,12 @@ pub fn awaiting_message(plan: &ReleasePlan, approved: Option<&str>) -> String {
     )
 }
 
-/// Whether a live child says it waits for approval of the plan towards
-/// the version asked of it.
-pub fn child_awaits(child: &Child, live: Option<&DynamicObject>) -> bool {
-    live.and_then(child_plan)
+/// Whether a child's status (`reported`) says it waits for approval of the
+/// plan towards the version asked of it.
+pub fn child_awaits(child: &Child, reported: &kubeflow_api::ComponentStatus) -> bool {
+    reported
+        .upgrade_plan
+        .as_ref()
         .is_some_and(|p| p.awaiting_approval && expected_version(child) == Some(p.to.as_str()))
 }
 

@@ -42,7 +42,7 @@ pub fn summarize(child: &Child, live: Option<&DynamicObject>) -> ComponentSummar
         (false, Some(c.reason.clone()), Some(c.message.clone()))
     } else if ready_cond.is_none() {
         (false, None, None)
-    } else if crate::approval::child_awaits(child, live) {
+    } else if crate::approval::child_awaits(child, &reported) {
         let progressing = condition(&reported, "Progressing").map(|c| c.message.clone());
         (false, Some(Reason::AwaitingApproval.into()), progressing)
     } else if version.is_some() && deployed != version.as_deref() {

@@ -18,7 +18,7 @@ use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{self, Layout, Target};
 use kubeflow_operator::secrets;
 use serde_json::Value;
 
@@ -157,6 +157,12 @@ impl Component for AuthComponent {
     type Resource = Auth;
     type Inputs = Inputs;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: MOVED_FROM,
+        target: Target::ResourceNamespace,
+        workloads: &WORKLOADS,
+    };
+
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[PROXY_FOLDER, DEX_FOLDER]).with_objects(dex_storage::crds())
     }
@@ -200,6 +206,8 @@ impl Component for AuthComponent {
         Ok(inputs)
     }
 
+    /// Two bundles: oauth2-proxy's, and the bundled dex's unless an external
+    /// provider is used, configured together before the shared settings.
     fn render(
         &self,
         cr: &Auth,
@@ -267,12 +275,12 @@ impl Component for AuthComponent {
             cookie_secret: &inputs.cookie_secret,
         };
         proxy::configure(&mut objects, &login, &keep, ctx.namespace)?;
-        let placement = Placement {
-            from_namespaces: MOVED_FROM,
-            target: ctx.namespace,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        render::apply_common(
+            &mut objects,
+            &spec.common,
+            &Self::LAYOUT.placement(ctx.namespace),
+            ctx.platform,
+        )?;
         Ok(Rendered { objects, version })
     }
 

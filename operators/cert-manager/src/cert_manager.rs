@@ -12,15 +12,13 @@
 
 use kubeflow_operator::api::{CertManager, CertManagerMode, CertManagerStatus, FoundCertManager};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, operator_name,
-};
+use kubeflow_operator::component::{Component, DereferenceError, Draft, Refusal, operator_name};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject};
 use kubeflow_operator::kube::{Client, Resource};
 use kubeflow_operator::labels;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::transform;
 
 /// The CRD whose presence means a cert-manager serves the cluster.
@@ -85,6 +83,12 @@ impl Component for CertManagerComponent {
     /// The cert-manager found serving the cluster, when not this operator's.
     type Inputs = Option<FoundCertManager>;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[LEADER_ELECTION_BUNDLE_NAMESPACE],
+        target: Target::Fixed(NAMESPACE),
+        workloads: &WORKLOADS,
+    };
+
     async fn dereference(
         &self,
         _cr: &CertManager,
@@ -93,16 +97,10 @@ impl Component for CertManagerComponent {
         found(client).await
     }
 
-    fn render(
-        &self,
-        cr: &CertManager,
-        ctx: &RenderContext<'_>,
-        found: &Option<FoundCertManager>,
-    ) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, found) = (draft.cr, draft.inputs);
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
+        let objects = &mut draft.objects;
         match (spec.mode.unwrap_or_default(), found) {
             (CertManagerMode::Install, Some(f)) => {
                 return Err(Refusal::new(
@@ -121,24 +119,23 @@ impl Component for CertManagerComponent {
                     ),
                 ));
             }
-            (_, Some(_)) => transform::remove(&mut objects, |o| !is_issuer(o)),
+            (_, Some(_)) => transform::remove(objects, |o| !is_issuer(o)),
             (_, None) => {}
         }
-        let placement = Placement {
-            from_namespaces: &[LEADER_ELECTION_BUNDLE_NAMESPACE],
-            target: NAMESPACE,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let objects = &mut draft.objects;
         for workload in ELECTING {
             transform::set_arg(
-                &mut objects,
+                objects,
                 workload,
                 "--leader-election-namespace",
                 Some(NAMESPACE),
             );
         }
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 
     async fn report(

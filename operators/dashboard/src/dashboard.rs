@@ -17,16 +17,14 @@ use kubeflow_operator::api::{
     RemovedProfiles,
 };
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
-};
+use kubeflow_operator::component::{Component, DereferenceError, Draft, Refusal, require_crd};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kubeflow_operator::kube::core::GroupVersionKind;
 use kubeflow_operator::kube::{Client, Resource};
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::{labels, transform};
 use serde_json::Value;
 
@@ -176,6 +174,12 @@ impl Component for DashboardComponent {
     type Resource = Dashboard;
     type Inputs = Found;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &WORKLOADS,
+    };
+
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[Dashboard::COMPONENT])
             .with_adjusted(profile_rights::narrow)
@@ -219,24 +223,19 @@ impl Component for DashboardComponent {
         })
     }
 
-    fn render(
-        &self,
-        cr: &Dashboard,
-        ctx: &RenderContext<'_>,
-        found: &Found,
-    ) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, found) = (draft.cr, draft.ctx, draft.inputs);
         let spec = &cr.spec;
+        let objects = &mut draft.objects;
         let declared = spec.profiles.clone().unwrap_or_default();
         profiles::check(&declared, ctx.namespace)?;
         profiles::refuse_taken(&declared, &found.foreign)?;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
-        let Some(platform) = platform_of(&version) else {
+        let Some(platform) = platform_of(&draft.version) else {
             return Err(Refusal::new(
                 Reason::UnknownVersion,
                 format!(
-                    "dashboard {version} has no Kubeflow roles paired with it (known: {})",
+                    "dashboard {} has no Kubeflow roles paired with it (known: {})",
+                    draft.version,
                     PLATFORM_BESIDE
                         .iter()
                         .map(|(d, _)| *d)
@@ -251,21 +250,22 @@ impl Component for DashboardComponent {
                 .into_iter()
                 .filter(|o| kind(o) == "ClusterRole"),
         );
-        profile_rights::narrow(&mut objects);
-        registration(&mut objects, spec.self_registration.unwrap_or(false));
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        profile_rights::narrow(objects);
+        registration(objects, spec.self_registration.unwrap_or(false));
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, found) = (draft.cr, draft.ctx, draft.inputs);
+        let declared = cr.spec.profiles.clone().unwrap_or_default();
+        let objects = &mut draft.objects;
         objects.extend(profiles::objects(&declared));
         objects.extend(profiles::access_objects(
             &declared,
             &found.ready,
             ctx.namespace,
         ));
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 
     /// Declared profiles are kept when the Dashboard goes, with their

@@ -15,7 +15,7 @@ use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::{Api, DynamicObject, ListParams};
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::{self, Permissions};
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{self, Layout, Placement, Target};
 use serde_json::{Value, json};
 
 use crate::overlap::can_overlap;
@@ -177,6 +177,14 @@ impl Component for DevicePluginsComponent {
     /// The other `DevicePlugins` CRs that came first.
     type Inputs = Vec<DevicePlugins>;
 
+    /// Nothing is moved by name, and the workloads are the DaemonSets of
+    /// the plugins the resource lists, which `render` names itself.
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[],
+        target: Target::ResourceNamespace,
+        workloads: &[],
+    };
+
     async fn dereference(
         &self,
         cr: &DevicePlugins,
@@ -214,6 +222,7 @@ impl Component for DevicePluginsComponent {
         .with_namespaced([rbac::rule("", &["pods"], &["list"])])
     }
 
+    /// One bundle per plugin, each at its own version.
     fn render(
         &self,
         cr: &DevicePlugins,

@@ -4,15 +4,15 @@
 //! switch, the mesh config, and what the login needs of it (see `login`).
 
 use kubeflow_operator::api::components::istio::IstioWorkload;
-use kubeflow_operator::api::{Istio, Platform};
+use kubeflow_operator::api::{ComponentResource, Istio, Platform};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
+use kubeflow_operator::component::{Component, Draft, Refusal};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::core::GroupVersionKind;
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
 
@@ -48,8 +48,14 @@ impl Component for IstioComponent {
     type Resource = Istio;
     type Inputs = ();
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[KUBEFLOW_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &[ISTIOD],
+    };
+
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["istio"])
+        Permissions::bundles(&[Istio::COMPONENT])
             .openshift_scc(&[SCC, CNI_SCC])
             .with_namespaced([crate::login::gateway_rule()])
     }
@@ -61,47 +67,40 @@ impl Component for IstioComponent {
         ]
     }
 
-    fn render(&self, cr: &Istio, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        place_cni(&mut draft.objects);
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx) = (draft.cr, draft.ctx);
+        let objects = &mut draft.objects;
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
-        place_cni(&mut objects);
-        let placement = Placement {
-            from_namespaces: &[KUBEFLOW_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &[ISTIOD],
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
         let gateway = spec.ingress_gateway.clone().unwrap_or_default();
         if gateway.enabled == Some(false) {
-            transform::remove(&mut objects, |o| {
+            transform::remove(objects, |o| {
                 o.metadata
                     .name
                     .as_deref()
                     .is_some_and(|n| n.starts_with(GATEWAY))
             });
         }
-        scale(
-            &mut objects,
-            ISTIOD,
-            &spec.istiod.clone().unwrap_or_default(),
-        );
-        scale(&mut objects, GATEWAY, &gateway.workload);
+        scale(objects, ISTIOD, &spec.istiod.clone().unwrap_or_default());
+        scale(objects, GATEWAY, &gateway.workload);
         let oauth2_proxy = spec.oauth2_proxy == Some(true);
         let mut mesh = spec.mesh_config.clone().unwrap_or_default();
         if oauth2_proxy {
             crate::login::add_extension_provider(&mut mesh);
-            crate::login::refresh_keys_often(&mut objects, ISTIOD);
+            crate::login::refresh_keys_often(objects, ISTIOD);
             objects.push(crate::login::kubeflow_gateway(ctx.namespace));
         }
         if !mesh.is_empty() {
-            merge_mesh_config(&mut objects, &mesh)?;
+            merge_mesh_config(objects, &mesh)?;
         }
         if ctx.platform == Platform::OpenShift {
-            grant_sccs(&mut objects);
+            grant_sccs(objects);
         }
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 }
 
@@ -192,7 +191,7 @@ fn grant_sccs(objects: &mut Vec<DynamicObject>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version};
+    use kubeflow_operator::component::{RenderContext, assert_permitted, every_version};
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {

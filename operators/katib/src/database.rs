@@ -8,7 +8,7 @@ use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::serde_json::json;
-use kubeflow_operator::{secrets, transform};
+use kubeflow_operator::{database, secrets, transform};
 
 /// The bundle's root password Secret, which the database and its manager read.
 pub const SECRET: &str = "katib-mysql-secrets";
@@ -16,6 +16,8 @@ pub const SECRET: &str = "katib-mysql-secrets";
 pub const PASSWORD_KEY: &str = "MYSQL_ROOT_PASSWORD";
 /// The bundled database's Deployment, Service and volume claim.
 const BUNDLED: &str = "katib-mysql";
+/// Its volume claim, named for what a release of its password says.
+pub const VOLUME: &str = BUNDLED;
 /// The database manager, the one workload that connects to the database.
 pub const MANAGER: &str = "katib-db-manager";
 /// The database name when the spec gives none (the bundled one's).
@@ -38,15 +40,7 @@ pub async fn kept_or_new_password(client: &Client, ns: &str) -> Result<String, D
 /// The bundled database with `password` as its root password: the demo
 /// value the release ships is never written.
 pub fn set_password(objects: &mut [DynamicObject], password: &str) {
-    for o in objects
-        .iter_mut()
-        .filter(|o| kind(o) == "Secret" && o.metadata.name.as_deref() == Some(SECRET))
-    {
-        if let Some(m) = o.data.as_object_mut() {
-            m.remove("stringData");
-        }
-        o.data["data"] = secrets::data([(PASSWORD_KEY, password)]);
-    }
+    database::write_secret(objects, SECRET, [(PASSWORD_KEY, password)]);
     // The database and its manager read the password at start only.
     for workload in [BUNDLED, MANAGER] {
         transform::roll_on_change(objects, workload, &[("Secret", SECRET)]);
@@ -58,29 +52,18 @@ pub fn set_password(objects: &mut [DynamicObject], password: &str) {
 /// Secret's credentials.
 pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
     transform::remove(objects, bundled);
-    let (engine, prefix, port) = match db.engine {
-        DatabaseEngine::MySQL => ("mysql", "KATIB_MYSQL_DB", 3306),
-        DatabaseEngine::PostgreSQL => ("postgres", "KATIB_POSTGRESQL_DB", 5432),
+    let (engine, prefix) = match db.engine {
+        DatabaseEngine::MySQL => ("mysql", "KATIB_MYSQL_DB"),
+        DatabaseEngine::PostgreSQL => ("postgres", "KATIB_POSTGRESQL_DB"),
     };
-    let secret = db.credentials_secret.as_str();
-    let env = [
+    let port = db.port.unwrap_or(database::default_port(db.engine));
+    let mut env = vec![
         json!({"name": "DB_NAME", "value": engine}),
         json!({"name": format!("{prefix}_HOST"), "value": db.host}),
-        json!({"name": format!("{prefix}_PORT"), "value": db.port.unwrap_or(port).to_string()}),
+        json!({"name": format!("{prefix}_PORT"), "value": port.to_string()}),
         json!({"name": format!("{prefix}_DATABASE"),
                "value": db.database.as_deref().unwrap_or(DEFAULT_DATABASE)}),
-        json!({"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": secret, "key": "username"}}}),
-        json!({"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}),
     ];
-    for d in objects
-        .iter_mut()
-        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(MANAGER))
-    {
-        let Some(pod) = transform::pod_spec_mut(d) else {
-            continue;
-        };
-        for c in pod["containers"].as_array_mut().into_iter().flatten() {
-            transform::set_container_env(c, &env);
-        }
-    }
+    env.extend(database::credentials_env(&db.credentials_secret));
+    transform::set_env(objects, MANAGER, &env);
 }

@@ -2,15 +2,15 @@
 //! its database (bundled or external), which volume holds data, and what it
 //! needs from Istio and cert-manager.
 
-use kubeflow_operator::api::{Katib, VolumePolicy};
+use kubeflow_operator::api::Katib;
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{
-    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered, require_crd,
+    Component, DereferenceError, Draft, Reference, Refusal, require_crd,
 };
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::serde_json::Value;
 use kubeflow_operator::{secrets, transform};
 
@@ -40,6 +40,12 @@ impl Component for KatibComponent {
     type Resource = Katib;
     type Inputs = Inputs;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &WORKLOADS,
+    };
+
     fn references(cr: &Katib) -> Vec<Reference> {
         external(cr)
             .map(|db| vec![Reference::Secret(db.credentials_secret.clone())])
@@ -68,7 +74,7 @@ impl Component for KatibComponent {
                     client,
                     &ns,
                     &db.credentials_secret,
-                    &["username", "password"],
+                    &kubeflow_operator::database::CREDENTIAL_KEYS,
                 )
                 .await?;
                 Ok(Inputs::default())
@@ -79,12 +85,8 @@ impl Component for KatibComponent {
         }
     }
 
-    fn render(
-        &self,
-        cr: &Katib,
-        ctx: &RenderContext<'_>,
-        inputs: &Inputs,
-    ) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let cr = draft.cr;
         let spec = &cr.spec;
         // The schema's pattern, again for a resource stored before it had
         // one: the host is written into the manager's environment as is.
@@ -92,12 +94,9 @@ impl Component for KatibComponent {
             kubeflow_operator::validate::host("spec.database.external.host", &db.host)
                 .map_err(|m| Refusal::new(kubeflow_operator::conditions::Reason::InvalidSpec, m))?;
         }
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
         // Before the common settings: the images of the algorithms still
         // offered move with the mirror like the rest.
-        for cm in transform::config_maps(&mut objects, katib_config::CONFIG_MAP) {
+        for cm in transform::config_maps(&mut draft.objects, katib_config::CONFIG_MAP) {
             let text = cm.data["data"][katib_config::FILE]
                 .as_str()
                 .unwrap_or_default();
@@ -108,30 +107,24 @@ impl Component for KatibComponent {
             )?;
             cm.data["data"][katib_config::FILE] = Value::String(edited);
         }
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
-        transform::rewrite_service_hosts(&mut objects, BUNDLE_NAMESPACE, ctx.namespace);
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, inputs) = (draft.cr, draft.ctx, draft.inputs);
+        let objects = &mut draft.objects;
+        transform::rewrite_service_hosts(objects, BUNDLE_NAMESPACE, ctx.namespace);
         match (external(cr), &inputs.password) {
-            (Some(db), _) => database::use_external(&mut objects, db),
-            (None, Some(password)) => database::set_password(&mut objects, password),
-            // Render without dereference (the image list, RBAC): the
-            // release's Secret is dropped rather than written.
-            (None, None) => {
-                transform::remove(&mut objects, |o| {
-                    kind(o) == "Secret" && o.metadata.name.as_deref() == Some(database::SECRET)
-                });
-            }
+            (Some(db), _) => database::use_external(objects, db),
+            (None, Some(password)) => database::set_password(objects, password),
+            (None, None) => kubeflow_operator::database::drop_secrets(objects, &[database::SECRET]),
         }
         transform::roll_on_change(
-            &mut objects,
+            objects,
             CONTROLLER,
             &[("ConfigMap", katib_config::CONFIG_MAP)],
         );
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 
     /// When the bundled database goes (an external one is used instead),
@@ -139,16 +132,21 @@ impl Component for KatibComponent {
     /// data on it is released with it rather than deleted.
     fn release_on_prune(&self, _cr: &Katib, obj: &DynamicObject) -> Option<String> {
         (kind(obj) == "Secret" && database::bundled(obj)).then(|| {
-            "Katib no longer uses its bundled database; this root password opens the data kept on the released volume katib-mysql: delete it with that volume".to_string()
+            kubeflow_operator::database::released_credentials(
+                "Katib",
+                "database",
+                &format!("the released volume {}", database::VOLUME),
+            )
         })
     }
 
     /// The bundled database's volume, and the password that opens it, outlive
     /// the component unless the spec says otherwise.
     fn retain(&self, cr: &Katib, obj: &DynamicObject) -> bool {
-        cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
-            && matches!(kind(obj), "PersistentVolumeClaim" | "Secret")
-            && database::bundled(obj)
+        kubeflow_operator::database::kept(
+            cr.spec.volume_policy,
+            matches!(kind(obj), "PersistentVolumeClaim" | "Secret") && database::bundled(obj),
+        )
     }
 }
 
@@ -160,7 +158,9 @@ fn external(cr: &Katib) -> Option<&kubeflow_operator::api::ExternalDatabase> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::component::{
+        Rendered, assert_permitted, every_version, find, render_spec,
+    };
     use kubeflow_operator::serde_json::json;
 
     #[test]

@@ -4,17 +4,15 @@
 //! release, and where the domain, the ingress class and the Kubeflow
 //! gateway are configured.
 
-use kubeflow_operator::api::Knative;
+use kubeflow_operator::api::{ComponentResource, Knative};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
-};
+use kubeflow_operator::component::{Component, DereferenceError, Draft, Refusal, require_crd};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::serde_json::{Map, Value};
 use kubeflow_operator::transform;
 
@@ -64,8 +62,17 @@ impl Component for KnativeComponent {
     type Resource = Knative;
     type Inputs = ();
 
+    // Nothing moves: Knative's namespaces are its own, like Istio's (made
+    // from the bundle's Namespace objects unless the chart made them; never
+    // deleted).
+    const LAYOUT: Layout = Layout {
+        from_namespaces: MOVED_FROM,
+        target: Target::Fixed(SERVING_NAMESPACE),
+        workloads: &WORKLOADS,
+    };
+
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["knative"]).with_kinds_of(PLATFORM, &LOCAL_GATEWAY_KINDS)
+        Permissions::bundles(&[Knative::COMPONENT]).with_kinds_of(PLATFORM, &LOCAL_GATEWAY_KINDS)
     }
 
     async fn dereference(&self, _cr: &Knative, client: &Client) -> Result<(), DereferenceError> {
@@ -77,8 +84,10 @@ impl Component for KnativeComponent {
         .await
     }
 
-    fn render(&self, cr: &Knative, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx) = (draft.cr, draft.ctx);
         let spec = &cr.spec;
+        let objects = &mut draft.objects;
         // The schema's pattern, again for a resource stored before it
         // bounded each label: Knative makes host names under this domain.
         if let Some(d) = spec.domain.as_deref()
@@ -92,13 +101,10 @@ impl Component for KnativeComponent {
                 ),
             ));
         }
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
         if !spec.eventing.unwrap_or(false) {
-            transform::remove(&mut objects, is_eventing);
+            transform::remove(objects, is_eventing);
         }
-        let platform = platform_of(&version)?;
+        let platform = platform_of(&draft.version)?;
         objects.extend(
             ctx.bundle_at(PLATFORM, platform)?
                 .objects()
@@ -111,22 +117,20 @@ impl Component for KnativeComponent {
                         && LOCAL_GATEWAY_KINDS.contains(&kind(o))
                 }),
         );
-        // Nothing moves: Knative's namespaces are its own, like Istio's
-        // (made from the bundle's Namespace objects unless the chart made
-        // them; never deleted).
-        let placement = Placement {
-            from_namespaces: MOVED_FROM,
-            target: SERVING_NAMESPACE,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx) = (draft.cr, draft.ctx);
+        let objects = &mut draft.objects;
+        let spec = &cr.spec;
         configure(
-            &mut objects,
+            objects,
             spec.domain.as_deref(),
             spec.ingress_class.as_deref(),
             ctx.namespace,
         );
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 }
 

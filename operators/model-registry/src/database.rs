@@ -17,7 +17,7 @@ use kubeflow_operator::api::{DatabaseEngine, ExternalDatabase};
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::serde_json::{Value, json};
-use kubeflow_operator::{secrets, transform};
+use kubeflow_operator::{database, secrets, transform};
 
 /// The registry database's credentials, which the database and the server read.
 pub const SECRET: &str = "model-registry-db-secrets";
@@ -120,32 +120,34 @@ pub fn set_passwords(objects: &mut [DynamicObject], p: &Passwords) {
         .filter(|v| !v.is_empty())
         .unwrap_or(&p.new_registry)
         .clone();
-    for o in objects.iter_mut().filter(|o| kind(o) == "Secret") {
-        let name = o.metadata.name.clone().unwrap_or_default();
-        if name != SECRET && name != CATALOG_SECRET {
-            continue;
-        }
-        let mut data = secrets::decoded(&o.data["data"]);
-        if name == SECRET {
-            data.insert(key.to_string(), registry.clone());
-            // The other engine's credentials, whole (its user too: a
-            // v0.3.7 MySQL is opened as MYSQL_USER_NAME), where a volume an
-            // upgrade released still holds its data. The render's own
-            // values win for keys both engines' Secrets share.
-            for (_, keys) in ENGINE_KEYS.iter().filter(|(k, _)| *k != key) {
-                for other in keys.iter().copied() {
-                    if let Some(v) = p.kept.get(other).filter(|v| !v.is_empty()) {
-                        data.entry(other.to_string()).or_insert_with(|| v.clone());
-                    }
-                }
+    let release_data = |name: &str| {
+        objects
+            .iter()
+            .find(|o| kind(o) == "Secret" && o.metadata.name.as_deref() == Some(name))
+            .map(|o| secrets::decoded(&o.data["data"]))
+            .unwrap_or_default()
+    };
+    let mut data = release_data(SECRET);
+    data.insert(key.to_string(), registry);
+    // The other engine's credentials, whole (its user too: a v0.3.7 MySQL
+    // is opened as MYSQL_USER_NAME), where a volume an upgrade released
+    // still holds its data. The render's own values win for keys both
+    // engines' Secrets share.
+    for (_, keys) in ENGINE_KEYS.iter().filter(|(k, _)| *k != key) {
+        for other in keys.iter().copied() {
+            if let Some(v) = p.kept.get(other).filter(|v| !v.is_empty()) {
+                data.entry(other.to_string()).or_insert_with(|| v.clone());
             }
-        } else {
-            data.insert(POSTGRES_KEY.to_string(), p.catalog.clone());
         }
-        if let Some(m) = o.data.as_object_mut() {
-            m.remove("stringData");
-        }
-        o.data["data"] = secrets::data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    }
+    let mut catalog = release_data(CATALOG_SECRET);
+    catalog.insert(POSTGRES_KEY.to_string(), p.catalog.clone());
+    for (name, data) in [(SECRET, data), (CATALOG_SECRET, catalog)] {
+        database::write_secret(
+            objects,
+            name,
+            data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
     }
     // The databases and their clients read the passwords at start only.
     for workload in [BUNDLED, SERVER] {
@@ -246,11 +248,14 @@ pub fn keep_mysql(
 /// the address, database name and the Secret's credentials.
 pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
     transform::remove(objects, bundled);
-    let (engine, port) = match db.engine {
-        DatabaseEngine::MySQL => ("mysql", 3306),
-        DatabaseEngine::PostgreSQL => ("postgres", 5432),
+    let engine = match db.engine {
+        DatabaseEngine::MySQL => "mysql",
+        DatabaseEngine::PostgreSQL => "postgres",
     };
-    let (host, port) = (db.host.as_str(), db.port.unwrap_or(port));
+    let (host, port) = (
+        db.host.as_str(),
+        db.port.unwrap_or(database::default_port(db.engine)),
+    );
     let name = db.database.as_deref().unwrap_or("metadb");
     // The credentials come in as variables the argument list refers to, so
     // they never appear in the Deployment.
@@ -262,11 +267,6 @@ pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
             format!("postgresql://$(DB_USER):$(DB_PASSWORD)@{host}:{port}/{name}")
         }
     };
-    let secret = db.credentials_secret.as_str();
-    let env = [
-        json!({"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": secret, "key": "username"}}}),
-        json!({"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}),
-    ];
     for d in objects
         .iter_mut()
         .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(SERVER))
@@ -277,10 +277,7 @@ pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
             .pointer_mut("/spec/template/metadata/annotations")
             .and_then(Value::as_object_mut)
         {
-            m.insert(
-                "traffic.sidecar.istio.io/excludeOutboundPorts".into(),
-                Value::String(port.to_string()),
-            );
+            m.insert(EXCLUDE_PORTS.into(), Value::String(port.to_string()));
         }
         let Some(pod) = transform::pod_spec_mut(d) else {
             continue;
@@ -298,18 +295,20 @@ pub fn use_external(objects: &mut Vec<DynamicObject>, db: &ExternalDatabase) {
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|a| {
-                    a.as_str().is_none_or(|a| {
-                        !a.starts_with("--embedmd-database-type=")
-                            && !a.starts_with("--embedmd-database-dsn=")
-                    })
+                    a.as_str()
+                        .is_none_or(|a| !a.starts_with(TYPE_ARG) && !a.starts_with(DSN_ARG))
                 })
                 .chain([
-                    json!(format!("--embedmd-database-type={engine}")),
-                    json!(format!("--embedmd-database-dsn={dsn}")),
+                    json!(format!("{TYPE_ARG}{engine}")),
+                    json!(format!("{DSN_ARG}{dsn}")),
                 ])
                 .collect();
             c["args"] = Value::Array(args);
-            transform::set_container_env(c, &env);
         }
     }
+    transform::set_env(
+        objects,
+        SERVER,
+        &database::credentials_env(&db.credentials_secret),
+    );
 }

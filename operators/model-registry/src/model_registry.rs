@@ -3,10 +3,10 @@
 //! external), which volumes hold data, where upstream puts each part, and
 //! what an upgrade across the database engine change leaves to a person.
 
-use kubeflow_operator::api::{DatabaseEngine, ModelRegistry, VolumePolicy};
+use kubeflow_operator::api::{DatabaseEngine, ModelRegistry};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{
-    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered, require_crd,
+    Component, DereferenceError, Draft, Reference, Refusal, RenderContext, require_crd,
 };
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -15,7 +15,7 @@ use kubeflow_operator::kube::Api;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::labels;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::serde_json::json;
 use kubeflow_operator::{secrets, transform};
 
@@ -58,6 +58,12 @@ impl Component for ModelRegistryComponent {
     type Resource = ModelRegistry;
     type Inputs = Inputs;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &BUNDLE_NAMESPACES,
+        target: Target::ResourceNamespace,
+        workloads: &WORKLOADS,
+    };
+
     fn references(cr: &ModelRegistry) -> Vec<Reference> {
         external(cr)
             .map(|db| vec![Reference::Secret(db.credentials_secret.clone())])
@@ -83,7 +89,7 @@ impl Component for ModelRegistryComponent {
                 client,
                 &ns,
                 &db.credentials_secret,
-                &["username", "password"],
+                &kubeflow_operator::database::CREDENTIAL_KEYS,
             )
             .await?;
         }
@@ -110,62 +116,51 @@ impl Component for ModelRegistryComponent {
         })
     }
 
-    fn render(
-        &self,
-        cr: &ModelRegistry,
-        ctx: &RenderContext<'_>,
-        inputs: &Inputs,
-    ) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, inputs) = (draft.cr, draft.ctx, draft.inputs);
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
+        let objects = &mut draft.objects;
         // The placeholder key would overwrite the user's own on every pass.
-        transform::remove(&mut objects, |o| {
+        transform::remove(objects, |o| {
             kind(o) == "Secret" && o.metadata.name.as_deref() == Some(database::CATALOG_HF_SECRET)
         });
         if !spec.catalog.unwrap_or(true) {
-            transform::remove(&mut objects, |o| {
+            transform::remove(objects, |o| {
                 o.metadata
                     .name
                     .as_deref()
                     .is_some_and(|n| n.starts_with(database::CATALOG_PREFIX))
             });
         }
-        close_the_api(&mut objects);
+        close_the_api(objects);
         if external(cr).is_none() {
-            choose_engine(cr, ctx, inputs, &mut objects)?;
+            choose_engine(cr, ctx, inputs, objects)?;
         }
-        let placement = Placement {
-            from_namespaces: &BUNDLE_NAMESPACES,
-            target: ctx.namespace,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, inputs) = (draft.cr, draft.ctx, draft.inputs);
+        let objects = &mut draft.objects;
         for from in BUNDLE_NAMESPACES {
-            transform::rewrite_service_hosts(&mut objects, from, ctx.namespace);
-            transform::rewrite_istio_hosts(&mut objects, from, ctx.namespace);
+            transform::rewrite_service_hosts(objects, from, ctx.namespace);
+            transform::rewrite_istio_hosts(objects, from, ctx.namespace);
         }
         if let Some(db) = external(cr) {
             // The schema's pattern, again for a resource stored before it
             // had one: the host goes into the server's connection string.
             kubeflow_operator::validate::host("spec.database.external.host", &db.host)
                 .map_err(|m| Refusal::new(kubeflow_operator::conditions::Reason::InvalidSpec, m))?;
-            database::use_external(&mut objects, db);
+            database::use_external(objects, db);
         }
         match &inputs.passwords {
-            Some(p) => database::set_passwords(&mut objects, p),
-            // Render without dereference (the image list, RBAC, plans): the
-            // release's demo passwords are dropped rather than written.
-            None => transform::remove(&mut objects, |o| {
-                kind(o) == "Secret"
-                    && matches!(
-                        o.metadata.name.as_deref(),
-                        Some(database::SECRET | database::CATALOG_SECRET)
-                    )
-            }),
+            Some(p) => database::set_passwords(objects, p),
+            None => kubeflow_operator::database::drop_secrets(
+                objects,
+                &[database::SECRET, database::CATALOG_SECRET],
+            ),
         }
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 
     /// When the bundled registry database goes (an external one is used
@@ -173,15 +168,18 @@ impl Component for ModelRegistryComponent {
     /// opens the data on it is released with it rather than deleted.
     fn release_on_prune(&self, _cr: &ModelRegistry, obj: &DynamicObject) -> Option<String> {
         (kind(obj) == "Secret" && database::bundled(obj)).then(|| {
-            "the Model Registry no longer uses its bundled database; this password opens the data kept on its released volume: delete it with that volume".to_string()
+            kubeflow_operator::database::released_credentials(
+                "the Model Registry",
+                "database",
+                "its released volume",
+            )
         })
     }
 
     /// The bundled databases' volumes, and the passwords that open them,
     /// outlive the component unless the spec says otherwise.
     fn retain(&self, cr: &ModelRegistry, obj: &DynamicObject) -> bool {
-        cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
-            && database::holds_data(obj)
+        kubeflow_operator::database::kept(cr.spec.volume_policy, database::holds_data(obj))
     }
 
     /// Moving from v0.3.7's bundled MySQL to PostgreSQL, when the spec asks
@@ -292,7 +290,9 @@ fn external(cr: &ModelRegistry) -> Option<&kubeflow_operator::api::ExternalDatab
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::component::{
+        Rendered, assert_permitted, every_version, find, render_spec,
+    };
     use kubeflow_operator::serde_json::{Value, json};
     use std::collections::BTreeMap;
 

@@ -10,13 +10,11 @@
 
 use kubeflow_operator::api::{Culling, Notebooks};
 use kubeflow_operator::async_trait::async_trait;
-use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
-};
+use kubeflow_operator::component::{Component, DereferenceError, Draft, Refusal, require_crd};
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::serde_json::{Value, json};
 use kubeflow_operator::transform;
 
@@ -49,6 +47,12 @@ impl Component for NotebooksComponent {
     type Resource = Notebooks;
     type Inputs = ();
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &WORKLOADS,
+    };
+
     async fn dereference(&self, _cr: &Notebooks, client: &Client) -> Result<(), DereferenceError> {
         // The web apps' VirtualServices and AuthorizationPolicies, and the
         // PVC viewer's Issuer and Certificate, are kinds of these two.
@@ -66,29 +70,22 @@ impl Component for NotebooksComponent {
         .await
     }
 
-    fn render(&self, cr: &Notebooks, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let cr = draft.cr;
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
+        let objects = &mut draft.objects;
         if let Some(culling) = &spec.culling {
-            cull(&mut objects, culling);
+            cull(objects, culling);
         }
         // Before the common settings: the images the form offers move with
         // the mirror like the rest.
         if let Some(s) = &spec.spawner {
-            for cm in transform::config_maps(&mut objects, SPAWNER_CONFIG) {
+            for cm in transform::config_maps(objects, SPAWNER_CONFIG) {
                 let text = cm.data["data"][SPAWNER_FILE].as_str().unwrap_or_default();
                 cm.data["data"][SPAWNER_FILE] = Value::String(spawner::merged(text, s)?);
             }
         }
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 }
 
@@ -134,7 +131,9 @@ fn cull(objects: &mut [DynamicObject], culling: &Culling) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::component::{
+        Rendered, assert_permitted, every_version, find, render_spec,
+    };
 
     #[test]
     fn its_role_covers_what_it_renders_for_every_version_and_platform() {

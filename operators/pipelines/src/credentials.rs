@@ -18,7 +18,7 @@ use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::serde_json::json;
-use kubeflow_operator::{known_secrets, secrets, transform};
+use kubeflow_operator::{database, known_secrets, secrets, transform};
 
 use crate::stores::{DB_SECRET, STORE_SECRET};
 
@@ -116,15 +116,11 @@ pub async fn store(
 pub fn set(objects: &mut Vec<DynamicObject>, c: &Credentials) {
     for (name, data) in [(DB_SECRET, &c.database), (STORE_SECRET, &c.store)] {
         if let Some(d) = data {
-            for o in objects
-                .iter_mut()
-                .filter(|o| kind(o) == "Secret" && o.metadata.name.as_deref() == Some(name))
-            {
-                if let Some(m) = o.data.as_object_mut() {
-                    m.remove("stringData");
-                }
-                o.data["data"] = secrets::data(d.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            }
+            database::write_secret(
+                objects,
+                name,
+                d.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            );
         }
         transform::remove(objects, |o| {
             kind(o) == "Secret"
@@ -132,23 +128,14 @@ pub fn set(objects: &mut Vec<DynamicObject>, c: &Credentials) {
                 && (data.is_none() || holds_known(o))
         });
     }
-    for d in objects
-        .iter_mut()
-        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(DATABASE))
-    {
-        let Some(pod) = transform::pod_spec_mut(d) else {
-            continue;
-        };
-        for c in pod["containers"].as_array_mut().into_iter().flatten() {
-            transform::set_container_env(
-                c,
-                &[
-                    json!({"name": "MYSQL_ROOT_PASSWORD", "valueFrom": {"secretKeyRef":
-                    {"name": DB_SECRET, "key": DB_PASSWORD}}}),
-                ],
-            );
-        }
-    }
+    transform::set_env(
+        objects,
+        DATABASE,
+        &[
+            json!({"name": "MYSQL_ROOT_PASSWORD", "valueFrom": {"secretKeyRef":
+            {"name": DB_SECRET, "key": DB_PASSWORD}}}),
+        ],
+    );
 }
 
 /// Whether a Secret holds a value upstream publishes or an empty password.
@@ -171,14 +158,12 @@ pub fn release_message(name: &str, external: bool) -> String {
         ("object store's keys", "the object store's volume")
     };
     if external {
-        format!(
-            "Pipelines no longer uses its bundled {}; this Secret opens the data kept on {volume}: delete it with that volume",
-            if name == DB_SECRET {
-                "database"
-            } else {
-                "object store"
-            }
-        )
+        let store = if name == DB_SECRET {
+            "database"
+        } else {
+            "object store"
+        };
+        database::released_credentials("Pipelines", store, volume)
     } else {
         format!(
             "holds upstream's demo {what} (a value anyone can look up), kept from an install an older operator made because the data was initialised with it; the operator no longer writes it: rotate it as docs/security.md (Pipelines' credentials) says, and it is managed again"

@@ -2,18 +2,16 @@
 //! stores it can use, which volumes hold data, its run-time cache webhook, and
 //! its OpenShift needs.
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use kubeflow_operator::api::components::pipelines::VolumePolicy;
-use kubeflow_operator::api::{Pipelines, Platform};
+use kubeflow_operator::api::{ComponentResource, Pipelines, Platform};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{
-    Component, DereferenceError, Reference, Refusal, RenderContext, Rendered, RunTimeObjects,
+    Component, DereferenceError, Draft, Reference, Refusal, RunTimeObject, RunTimeScope,
 };
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
-use kubeflow_operator::rbac::{self, Permissions};
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::rbac::Permissions;
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::{openshift, transform};
 
 use crate::credentials::{self, Credentials};
@@ -27,8 +25,6 @@ const WORKLOADS: &[&str] = &["ml-pipeline", "ml-pipeline-ui"];
 const WORKFLOW_CONFIG: &str = "workflow-controller-configmap";
 /// The OpenShift SCC the pipelines ServiceAccounts are granted (the bundled images run as fixed users).
 const SCC: &str = "anyuid";
-/// The webhook configuration the cache deployer registers, `{}` its namespace.
-const CACHE_WEBHOOK: &str = "cache-webhook-{}";
 
 /// The Pipelines component.
 pub struct PipelinesComponent;
@@ -38,18 +34,25 @@ impl Component for PipelinesComponent {
     type Resource = Pipelines;
     type Inputs = Credentials;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: WORKLOADS,
+    };
+
+    /// The webhook configuration the cache deployer registers at run time,
+    /// named after its namespace.
+    const RUN_TIME_OBJECTS: &'static [RunTimeObject] = &[RunTimeObject {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        name: "cache-webhook-{namespace}",
+        scope: RunTimeScope::Cluster,
+    }];
+
     fn permissions(&self) -> Permissions {
-        // The cache webhook the cache deployer registers at run time
-        // (`cache-webhook-<namespace>`) is removed on deletion: `delete` on
-        // exactly that name in each allowed namespace.
-        Permissions::bundles(&["pipelines"])
-            .openshift_scc(&[SCC])
-            .with_per_namespace([rbac::named(
-                "admissionregistration.k8s.io",
-                "mutatingwebhookconfigurations",
-                &[CACHE_WEBHOOK.replace("{}", "{namespace}")],
-                &["delete"],
-            )])
+        Permissions::bundles(&[Pipelines::COMPONENT]).openshift_scc(&[SCC])
     }
 
     fn references(cr: &Pipelines) -> Vec<Reference> {
@@ -81,7 +84,7 @@ impl Component for PipelinesComponent {
                 client,
                 &ns,
                 &db.credentials_secret,
-                &["username", "password"],
+                &kubeflow_operator::database::CREDENTIAL_KEYS,
             )
             .await?;
         } else {
@@ -113,36 +116,24 @@ impl Component for PipelinesComponent {
         Ok(found)
     }
 
-    fn render(
-        &self,
-        cr: &Pipelines,
-        ctx: &RenderContext<'_>,
-        inputs: &Credentials,
-    ) -> Result<Rendered, Refusal> {
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, inputs) = (draft.cr, draft.ctx, draft.inputs);
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
-        transform::rewrite_service_hosts(&mut objects, BUNDLE_NAMESPACE, ctx.namespace);
+        let objects = &mut draft.objects;
+        transform::rewrite_service_hosts(objects, BUNDLE_NAMESPACE, ctx.namespace);
         if let Some(db) = spec.database.as_ref().and_then(|d| d.external.as_ref()) {
-            stores::use_external_database(&mut objects, db);
+            stores::use_external_database(objects, db);
         }
         if let Some(store) = spec.object_store.as_ref().and_then(|s| s.external.as_ref()) {
-            stores::use_external_object_store(&mut objects, store);
+            stores::use_external_object_store(objects, store);
         }
         // What is left of the bundled database and store gets the kept or
         // generated credentials, never upstream's demo ones.
-        credentials::set(&mut objects, inputs);
+        credentials::set(objects, inputs);
         if ctx.platform == Platform::OpenShift {
             // Argo's emissary executor needs no privileged access to the container runtime.
             transform::set_config(
-                &mut objects,
+                objects,
                 WORKFLOW_CONFIG,
                 &[("containerRuntimeExecutor", "emissary".to_string())],
             );
@@ -158,15 +149,17 @@ impl Component for PipelinesComponent {
                 objects.push(openshift::scc_grant(ctx.namespace, &sa, SCC));
             }
         }
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 
     /// The bundled stores' volumes, and the credentials that open their
     /// data, outlive the component unless the spec says otherwise (a new
     /// install over a kept volume must not generate new ones).
     fn retain(&self, cr: &Pipelines, obj: &DynamicObject) -> bool {
-        (kind(obj) == "PersistentVolumeClaim" || credentials::is_credentials_secret(obj))
-            && cr.spec.volume_policy.unwrap_or_default() == VolumePolicy::Retain
+        kubeflow_operator::database::kept(
+            cr.spec.volume_policy,
+            kind(obj) == "PersistentVolumeClaim" || credentials::is_credentials_secret(obj),
+        )
     }
 
     /// A credentials Secret no longer written is kept with what it holds:
@@ -193,23 +186,16 @@ impl Component for PipelinesComponent {
         };
         Some(credentials::release_message(name, external))
     }
-
-    /// The cache deployer registers `cache-webhook-<namespace>` at run time.
-    async fn cleanup_run_time_objects(
-        &self,
-        cr: &Pipelines,
-        objects: &mut RunTimeObjects,
-    ) -> Result<(), kubeflow_operator::kube::Error> {
-        let name = CACHE_WEBHOOK.replace("{}", &cr.namespace().unwrap_or_default());
-        objects.delete::<MutatingWebhookConfiguration>(&name).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::component::{
+        Rendered, assert_permitted, every_version, find, render_spec,
+    };
     use kubeflow_operator::known_secrets;
+    use kubeflow_operator::rbac;
     use kubeflow_operator::secrets;
     use serde_json::{Value, json};
     use std::collections::{BTreeMap, BTreeSet};

@@ -3,18 +3,16 @@
 //! its ClusterServingRuntimes.
 
 use kubeflow_operator::api::components::serving::{CertificateSource, DeploymentMode};
-use kubeflow_operator::api::{Platform, Serving};
+use kubeflow_operator::api::{ComponentResource, Platform, Serving};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs::{self, WebhookCert};
-use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
-};
+use kubeflow_operator::component::{Component, DereferenceError, Draft, Refusal, require_crd};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Value, json};
 
@@ -89,8 +87,14 @@ impl Component for ServingComponent {
     /// cert-manager: none.
     type Inputs = Option<Vec<(&'static str, WebhookCert)>>;
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &[CONTROLLER],
+    };
+
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["serving"]).openshift_scc(&[SCC])
+        Permissions::bundles(&[Serving::COMPONENT]).openshift_scc(&[SCC])
     }
 
     async fn dereference(
@@ -137,44 +141,32 @@ impl Component for ServingComponent {
         }
     }
 
-    fn render(
-        &self,
-        cr: &Serving,
-        ctx: &RenderContext<'_>,
-        cert: &Self::Inputs,
-    ) -> Result<Rendered, Refusal> {
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx, cert) = (draft.cr, draft.ctx, draft.inputs);
+        let objects = &mut draft.objects;
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &[CONTROLLER],
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
 
         match cert {
-            Some(served) => use_generated_certs(&mut objects, served, ctx.namespace)?,
-            None => follow_cert_manager(&mut objects, ctx.namespace),
+            Some(served) => use_generated_certs(objects, served, ctx.namespace)?,
+            None => follow_cert_manager(objects, ctx.namespace),
         }
         let mode = match spec.deployment_mode.unwrap_or_default() {
             DeploymentMode::RawDeployment => "RawDeployment",
             DeploymentMode::Serverless => "Serverless",
         };
-        edit_json(&mut objects, "deploy", |d| {
+        edit_json(objects, "deploy", |d| {
             d["defaultDeploymentMode"] = json!(mode)
         })?;
         if let Some(gw) = &spec.ingress_gateway {
-            edit_json(&mut objects, "ingress", |d| d["ingressGateway"] = json!(gw))?;
+            edit_json(objects, "ingress", |d| d["ingressGateway"] = json!(gw))?;
         }
         if let Some(wanted) = &spec.serving_runtimes {
-            select_runtimes(&mut objects, wanted)?;
+            select_runtimes(objects, wanted)?;
         }
         if ctx.platform == Platform::OpenShift {
             objects.push(openshift::scc_grant(ctx.namespace, CONTROLLER, SCC));
         }
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 }
 

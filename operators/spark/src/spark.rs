@@ -5,14 +5,11 @@
 use kubeflow_operator::api::{BatchScheduler, Spark};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, RunTimeObjects, require_crd,
+    Component, DereferenceError, Draft, Refusal, RunTimeObject, RunTimeScope, require_crd,
 };
 use kubeflow_operator::conditions::Reason;
-use kubeflow_operator::k8s_openapi::api::coordination::v1::Lease;
-use kubeflow_operator::k8s_openapi::api::core::v1::Secret;
 use kubeflow_operator::kube::Client;
-use kubeflow_operator::rbac::{self, Permissions};
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::transform;
 
 /// The namespace the upstream bundle installs into.
@@ -30,13 +27,17 @@ const NAMESPACE_FLAGS: [(&str, &str); 3] = [
     (WEBHOOK, "--webhook-secret-namespace"),
 ];
 const WEBHOOK_SERVICE_FLAG: &str = "--webhook-svc-namespace";
-/// What the two programs make at run time in their namespace: the webhook's
-/// certificate Secret and the leader election Leases.
-const CERT_SECRET: &str = "spark-operator-webhook-certs";
-const LEASES: [&str; 2] = [
-    "spark-operator-controller-lock",
-    "spark-operator-webhook-lock",
-];
+/// A leader election Lease of one of the two programs.
+const fn lease(name: &'static str) -> RunTimeObject {
+    RunTimeObject {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        name,
+        scope: RunTimeScope::ResourceNamespace,
+    }
+}
 
 /// The Spark component.
 pub struct SparkComponent;
@@ -46,16 +47,26 @@ impl Component for SparkComponent {
     type Resource = Spark;
     type Inputs = ();
 
-    fn permissions(&self) -> Permissions {
-        // What the controller and webhook make at run time is removed with
-        // the component: `delete` on exactly those names, in the allowed
-        // namespaces.
-        let leases: Vec<String> = LEASES.iter().map(|l| l.to_string()).collect();
-        Permissions::bundles(&["spark"]).with_namespaced([
-            rbac::named("", "secrets", &[CERT_SECRET.to_string()], &["delete"]),
-            rbac::named("coordination.k8s.io", "leases", &leases, &["delete"]),
-        ])
-    }
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &WORKLOADS,
+    };
+
+    /// What the two programs make at run time in their namespace: the
+    /// webhook's certificate Secret and the leader election Leases.
+    const RUN_TIME_OBJECTS: &'static [RunTimeObject] = &[
+        RunTimeObject {
+            group: "",
+            version: "v1",
+            kind: "Secret",
+            plural: "secrets",
+            name: "spark-operator-webhook-certs",
+            scope: RunTimeScope::ResourceNamespace,
+        },
+        lease("spark-operator-controller-lock"),
+        lease("spark-operator-webhook-lock"),
+    ];
 
     async fn dereference(&self, cr: &Spark, client: &Client) -> Result<(), DereferenceError> {
         if cr.spec.batch_scheduler == Some(BatchScheduler::Volcano) {
@@ -69,30 +80,18 @@ impl Component for SparkComponent {
         Ok(())
     }
 
-    fn render(&self, cr: &Spark, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx) = (draft.cr, draft.ctx);
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &WORKLOADS,
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
+        let objects = &mut draft.objects;
         for (workload, flag) in NAMESPACE_FLAGS {
-            transform::set_arg(&mut objects, workload, flag, Some(ctx.namespace));
+            transform::set_arg(objects, workload, flag, Some(ctx.namespace));
         }
-        transform::set_arg(
-            &mut objects,
-            WEBHOOK,
-            WEBHOOK_SERVICE_FLAG,
-            Some(ctx.namespace),
-        );
+        transform::set_arg(objects, WEBHOOK, WEBHOOK_SERVICE_FLAG, Some(ctx.namespace));
         if let Some(namespaces) = &spec.job_namespaces {
             let list = job_namespaces(namespaces)?;
             for w in WORKLOADS {
-                transform::set_arg(&mut objects, w, "--namespaces", Some(&list));
+                transform::set_arg(objects, w, "--namespaces", Some(&list));
             }
         }
         if let Some(s) = spec.batch_scheduler {
@@ -101,33 +100,12 @@ impl Component for SparkComponent {
                 BatchScheduler::YuniKorn => "yunikorn",
             };
             transform::set_arg(
-                &mut objects,
+                objects,
                 CONTROLLER,
                 "--enable-batch-scheduler",
                 Some("true"),
             );
-            transform::set_arg(
-                &mut objects,
-                CONTROLLER,
-                "--default-batch-scheduler",
-                Some(name),
-            );
-        }
-        Ok(Rendered { objects, version })
-    }
-
-    /// The webhook's certificate Secret and both Leases, in the resource's
-    /// namespace (its programs run there).
-    async fn cleanup_run_time_objects(
-        &self,
-        _cr: &Spark,
-        objects: &mut RunTimeObjects,
-    ) -> Result<(), kubeflow_operator::kube::Error> {
-        objects
-            .delete_in_parent_namespace::<Secret>(CERT_SECRET)
-            .await?;
-        for lease in LEASES {
-            objects.delete_in_parent_namespace::<Lease>(lease).await?;
+            transform::set_arg(objects, CONTROLLER, "--default-batch-scheduler", Some(name));
         }
         Ok(())
     }
@@ -149,7 +127,9 @@ fn job_namespaces(namespaces: &[String]) -> Result<String, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeflow_operator::component::{assert_permitted, every_version, find, render_spec};
+    use kubeflow_operator::component::{
+        RenderContext, Rendered, assert_permitted, every_version, find, render_spec,
+    };
     use kubeflow_operator::serde_json::{Value, json};
 
     #[test]

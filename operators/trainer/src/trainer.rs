@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use kubeflow_operator::api::components::trainer::TrainerController;
-use kubeflow_operator::api::{Platform, Trainer, TrainerStatus};
+use kubeflow_operator::api::{ComponentResource, Platform, Trainer, TrainerStatus};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs;
 use kubeflow_operator::component::{Component, Refusal, RenderContext, Rendered};
@@ -19,7 +19,7 @@ use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::kube::{Client, ResourceExt};
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{self, Layout, Target};
 use kubeflow_operator::{openshift, transform};
 use serde_json::{Map, Value, json};
 
@@ -197,10 +197,18 @@ impl Component for TrainerComponent {
     type Resource = Trainer;
     type Inputs = ();
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &[TRAINER, JOBSET],
+    };
+
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["trainer"]).openshift_scc(&[SCC])
+        Permissions::bundles(&[Trainer::COMPONENT]).openshift_scc(&[SCC])
     }
 
+    /// Images go by Deployment: the shared step would match both programs'
+    /// `manager` containers, so the shared settings apply without them.
     fn render(&self, cr: &Trainer, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
         let spec = &cr.spec;
         let bundle = ctx.bundle()?;
@@ -209,12 +217,12 @@ impl Component for TrainerComponent {
         // Images go by Deployment (below); the shared step would match both `manager` containers.
         let mut common = spec.common.clone();
         let images = std::mem::take(&mut common.images);
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &[TRAINER, JOBSET],
-        };
-        render::apply_common(&mut objects, &common, &placement, ctx.platform)?;
+        render::apply_common(
+            &mut objects,
+            &common,
+            &Self::LAYOUT.placement(ctx.namespace),
+            ctx.platform,
+        )?;
         set_images(&mut objects, &images)?;
         if let Some(chosen) = &spec.runtimes {
             let chosen: Vec<String> = chosen.iter().map(|r| r.0.clone()).collect();

@@ -8,18 +8,16 @@
 //! caBundle: both are the controller's.
 
 use kubeflow_operator::api::components::training::GangScheduler;
-use kubeflow_operator::api::{JobKind, Training};
+use kubeflow_operator::api::{ComponentResource, JobKind, Training};
 use kubeflow_operator::async_trait::async_trait;
 use kubeflow_operator::certs;
-use kubeflow_operator::component::{
-    Component, DereferenceError, Refusal, RenderContext, Rendered, require_crd,
-};
+use kubeflow_operator::component::{Component, DereferenceError, Draft, Refusal, require_crd};
 use kubeflow_operator::conditions::Reason;
 use kubeflow_operator::kinds::kind;
 use kubeflow_operator::kube::Client;
 use kubeflow_operator::kube::api::DynamicObject;
 use kubeflow_operator::rbac::Permissions;
-use kubeflow_operator::render::{self, Placement};
+use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::{openshift, transform};
 
 /// The controller Deployment (and its container).
@@ -45,6 +43,12 @@ impl Component for TrainingComponent {
     type Resource = Training;
     type Inputs = ();
 
+    const LAYOUT: Layout = Layout {
+        from_namespaces: &[BUNDLE_NAMESPACE],
+        target: Target::ResourceNamespace,
+        workloads: &[WORKLOAD],
+    };
+
     async fn dereference(&self, cr: &Training, client: &Client) -> Result<(), DereferenceError> {
         // The gang scheduler's PodGroup kind must exist, or every gang-scheduled job fails.
         let needed = cr.spec.gang_scheduler.map(|g| match g {
@@ -66,38 +70,36 @@ impl Component for TrainingComponent {
     }
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&["training"]).openshift_scc(&[SCC])
+        Permissions::bundles(&[Training::COMPONENT]).openshift_scc(&[SCC])
     }
 
-    fn render(&self, cr: &Training, ctx: &RenderContext<'_>, _: &()) -> Result<Rendered, Refusal> {
+    fn prepare(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let cr = draft.cr;
+        one_replica_unless_elected(&draft.objects, cr.spec.common.replicas)?;
+        Ok(())
+    }
+
+    fn customise(&self, draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        let (cr, ctx) = (draft.cr, draft.ctx);
+        let objects = &mut draft.objects;
         let spec = &cr.spec;
-        let bundle = ctx.bundle()?;
-        let version = bundle.version.clone();
-        let mut objects = bundle.objects();
-        one_replica_unless_elected(&objects, spec.common.replicas)?;
-        let placement = Placement {
-            from_namespaces: &[BUNDLE_NAMESPACE],
-            target: ctx.namespace,
-            workloads: &[WORKLOAD],
-        };
-        render::apply_common(&mut objects, &spec.common, &placement, ctx.platform)?;
 
         if let Some(enabled) = &spec.job_kinds {
-            enable_only(&mut objects, enabled);
+            enable_only(objects, enabled);
         }
         let scheduler = spec.gang_scheduler.map(|g| match g {
             GangScheduler::Volcano => "volcano",
             GangScheduler::SchedulerPlugins => "scheduler-plugins",
         });
         if scheduler.is_some() {
-            transform::set_arg(&mut objects, WORKLOAD, "--gang-scheduler-name", scheduler);
+            transform::set_arg(objects, WORKLOAD, "--gang-scheduler-name", scheduler);
         }
 
-        certs::leave_to_controller(&mut objects, &[CERT_SECRET]);
+        certs::leave_to_controller(objects, &[CERT_SECRET]);
         if ctx.platform == kubeflow_operator::api::Platform::OpenShift {
             objects.push(openshift::scc_grant(ctx.namespace, WORKLOAD, SCC));
         }
-        Ok(Rendered { objects, version })
+        Ok(())
     }
 }
 

@@ -24,8 +24,8 @@ pub use base::{
 };
 pub use framework::{component, controller, runner};
 pub use render::{
-    certs, foreign_fields, images, known_secrets, openshift, overrides, pod_security, rbac,
-    secrets, transform, upgrade_plan, validate,
+    certs, database, foreign_fields, images, known_secrets, openshift, overrides, pod_security,
+    rbac, secrets, transform, upgrade_plan, validate,
 };
 pub use report::{events, status, telemetry};
 

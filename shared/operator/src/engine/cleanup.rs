@@ -71,63 +71,10 @@ pub async fn cleanup(
         .filter(|n| aggregated.contains_key(n))
         .collect();
     aggregation::disarm(engine, &disarmed).await;
-    let mut waves: BTreeMap<(u8, u8), Vec<&Member>> = BTreeMap::new();
-    for m in &members {
-        let level = match kind(&m.object) {
-            "ClusterRole" => m
-                .object
-                .metadata
-                .name
-                .as_ref()
-                .and_then(|n| aggregated.get(n))
-                .copied()
-                .unwrap_or(0),
-            _ => 0,
-        };
-        waves
-            .entry((
-                kinds::delete_wave(&m.object, is_own_custom(m, &own_crds)),
-                level,
-            ))
-            .or_default()
-            .push(m);
-    }
+    let waves = waves(&members, &aggregated, &own_crds);
     let mut out = CleanupOutcome::default();
     for (_, wave) in waves {
-        let mut pending = false;
-        let mut doomed: Vec<&Member> = Vec::new();
-        for m in wave {
-            let name = describe(&m.object);
-            if m.object.metadata.deletion_timestamp.is_some() {
-                // Who holds it: someone else's finalizer a person may have
-                // to look at.
-                let held_by = m.object.metadata.finalizers.clone().unwrap_or_default();
-                out.remaining.push(if held_by.is_empty() {
-                    name
-                } else {
-                    format!("{name} (held by finalizers {})", held_by.join(", "))
-                });
-                pending = true;
-                continue;
-            }
-            let is_crd = kind(&m.object) == "CustomResourceDefinition";
-            let is_namespace = kind(&m.object) == "Namespace";
-            if (is_crd && !delete_crds) || is_namespace || (!is_crd && retain(&m.object)) {
-                engine.release(m).await?;
-                out.retained.push(name);
-                out.kept.push(kept_entry(&m.object, why_kept(&m.object)));
-                continue;
-            }
-            if is_crd && let Some(n) = engine.crd_in_use(&m.object).await? {
-                engine.release(m).await?;
-                out.retained
-                    .push(format!("{name} ({n} custom resources remain)"));
-                let why = format!("{n} custom resources of it remain: delete them, then the CRD");
-                out.kept.push(kept_entry(&m.object, why));
-                continue;
-            }
-            doomed.push(m);
-        }
+        let (mut pending, doomed) = sort_wave(engine, wave, retain, delete_crds, &mut out).await?;
         // One wave's deletions side by side: each is one request the
         // server answers on its own, and one after another they took
         // seconds per object on a loaded API server (70 of Notebooks' in 28 s).
@@ -149,6 +96,83 @@ pub async fn cleanup(
         }
     }
     Ok(out)
+}
+
+/// The members in their deletion waves (by kind, then, for aggregated
+/// ClusterRoles, by aggregation level), in order.
+fn waves<'a>(
+    members: &'a [Member],
+    aggregated: &BTreeMap<String, u8>,
+    own_crds: &BTreeSet<String>,
+) -> BTreeMap<(u8, u8), Vec<&'a Member>> {
+    let mut waves: BTreeMap<(u8, u8), Vec<&Member>> = BTreeMap::new();
+    for m in members {
+        let level = match kind(&m.object) {
+            "ClusterRole" => m
+                .object
+                .metadata
+                .name
+                .as_ref()
+                .and_then(|n| aggregated.get(n))
+                .copied()
+                .unwrap_or(0),
+            _ => 0,
+        };
+        waves
+            .entry((
+                kinds::delete_wave(&m.object, is_own_custom(m, own_crds)),
+                level,
+            ))
+            .or_default()
+            .push(m);
+    }
+    waves
+}
+
+/// Sorts one wave: what is being deleted already (pending, named with who
+/// holds it), what is kept (released, with why), and what is to be deleted.
+async fn sort_wave<'a>(
+    engine: &Engine,
+    wave: Vec<&'a Member>,
+    retain: &(dyn Fn(&DynamicObject) -> bool + Send + Sync),
+    delete_crds: bool,
+    out: &mut CleanupOutcome,
+) -> Result<(bool, Vec<&'a Member>), ApplyError> {
+    let mut pending = false;
+    let mut doomed: Vec<&Member> = Vec::new();
+    for m in wave {
+        let name = describe(&m.object);
+        if m.object.metadata.deletion_timestamp.is_some() {
+            // Who holds it: someone else's finalizer a person may have
+            // to look at.
+            let held_by = m.object.metadata.finalizers.clone().unwrap_or_default();
+            out.remaining.push(if held_by.is_empty() {
+                name
+            } else {
+                format!("{name} (held by finalizers {})", held_by.join(", "))
+            });
+            pending = true;
+            continue;
+        }
+        let is_crd = kind(&m.object) == "CustomResourceDefinition";
+        let is_namespace = kind(&m.object) == "Namespace";
+        if (is_crd && !delete_crds) || is_namespace || (!is_crd && retain(&m.object)) {
+            engine.release(m).await?;
+            out.retained.push(name);
+            out.kept.push(kept_entry(&m.object, why_kept(&m.object)));
+            continue;
+        }
+        if is_crd && let Some(n) = engine.crd_in_use(&m.object).await? {
+            engine.release(m).await?;
+            out.retained
+                .push(format!("{name} ({n} custom resources remain)"));
+            let why = format!("{n} custom resources of it remain: delete them, then the CRD");
+            out.kept.push(kept_entry(&m.object, why));
+            continue;
+        }
+        doomed.push(m);
+    }
+    Ok((pending, doomed))
 }
 
 /// The names of the CRDs among the members. Members are listed as metadata

@@ -74,13 +74,11 @@ pub struct Runtime {
     /// Told when the Lease could not be confirmed as this process's own
     /// for a lease duration (see `confirm_leadership`).
     unconfirmed: Arc<tokio::sync::Notify>,
-    lease_task: Option<
-        tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
-    >,
+    lease_task: Option<LeaseTask>,
 }
 
 /// Starts tracing, the client, the metrics server and (when asked) waits to
-/// become leader. (Long on purpose: the start-up sequence in its order.)
+/// become leader.
 pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
     telemetry::init_tracing();
     // Before anything else: this may re-execute the process.
@@ -99,59 +97,15 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
             tracing::error!(error = %e, "metrics server stopped");
         }
     });
-    metrics
-        .build_info
-        .with_label_values(&[name, env!("CARGO_PKG_VERSION")])
-        .set(1);
-    metrics.leader.with_label_values(&[name]).set(0);
-    // Series that exist from the start, at 0, so rates and ratios over them
-    // are defined before the first reconcile or the first error.
-    for result in ["success", "error"] {
-        metrics.reconcile_total.with_label_values(&[name, result]);
-    }
-    for reason in ["ApiError", "ApplyError"] {
-        metrics
-            .reconcile_errors_total
-            .with_label_values(&[name, reason]);
-    }
-    let mut leadership = None;
-    let mut lease_task = None;
+    initial_series(&metrics, name);
     let unconfirmed = Arc::new(tokio::sync::Notify::new());
-    if args.leader_elect {
+    let (leadership, lease_task) = if args.leader_elect {
         probe.set_standby();
-        let identity =
-            std::env::var("POD_NAME").unwrap_or_else(|_| format!("{name}-{}", std::process::id()));
-        // One field manager per replica: the Lease is taken by server-side
-        // apply, and two replicas applying as the same manager never conflict,
-        // so both would believe they lead.
-        let field_manager: String = format!("{name}-{identity}").chars().take(128).collect();
-        let make = || {
-            LeaseManagerBuilder::new(client.clone(), name)
-                .with_namespace(&args.lease_namespace)
-                .with_identity(identity.clone())
-                .with_field_manager(field_manager.clone())
-                .with_duration(args.lease_duration)
-                // Renew a third of the way before expiry.
-                .with_grace((args.lease_duration / 3).max(2))
-                .build()
-        };
-        tracing::info!(lease = name, "waiting for leadership");
-        let manager = acquire(make, &client, &args.lease_namespace, name).await?;
-        tracing::info!(lease = name, "became leader");
-        // From here the manager renews the Lease in its own task, and
-        // releases it when the last receiver is dropped (see `release`).
-        let (rx, task) = manager.watch().await;
-        leadership = Some(rx);
-        lease_task = Some(task);
-        confirm_leadership(
-            client.clone(),
-            &args.lease_namespace,
-            name,
-            &identity,
-            std::time::Duration::from_secs(args.lease_duration),
-            unconfirmed.clone(),
-        );
-    }
+        let (rx, task) = lead(&client, name, args, unconfirmed.clone()).await?;
+        (Some(rx), Some(task))
+    } else {
+        (None, None)
+    };
     metrics.leader.with_label_values(&[name]).set(1);
     Ok(Runtime {
         client,
@@ -162,6 +116,70 @@ pub async fn start(name: &str, args: &RunArgs) -> anyhow::Result<Runtime> {
         unconfirmed,
         lease_task,
     })
+}
+
+/// The series that exist from the start, at 0 (build info at 1), so rates
+/// and ratios over them are defined before the first reconcile or error.
+fn initial_series(metrics: &Metrics, name: &str) {
+    metrics
+        .build_info
+        .with_label_values(&[name, env!("CARGO_PKG_VERSION")])
+        .set(1);
+    metrics.leader.with_label_values(&[name]).set(0);
+    for result in ["success", "error"] {
+        metrics.reconcile_total.with_label_values(&[name, result]);
+    }
+    for reason in ["ApiError", "ApplyError"] {
+        metrics
+            .reconcile_errors_total
+            .with_label_values(&[name, reason]);
+    }
+}
+
+/// The Lease's renewing task once this process leads.
+type LeaseTask =
+    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
+
+/// Waits until this process holds the Lease `name`, then keeps it: the
+/// leadership's receiver and the task renewing it. `unconfirmed` is told
+/// when the Lease could not be confirmed as this process's own.
+async fn lead(
+    client: &Client,
+    name: &str,
+    args: &RunArgs,
+    unconfirmed: Arc<tokio::sync::Notify>,
+) -> anyhow::Result<(watch::Receiver<bool>, LeaseTask)> {
+    let identity =
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("{name}-{}", std::process::id()));
+    // One field manager per replica: the Lease is taken by server-side
+    // apply, and two replicas applying as the same manager never conflict,
+    // so both would believe they lead.
+    let field_manager: String = format!("{name}-{identity}").chars().take(128).collect();
+    let make = || {
+        LeaseManagerBuilder::new(client.clone(), name)
+            .with_namespace(&args.lease_namespace)
+            .with_identity(identity.clone())
+            .with_field_manager(field_manager.clone())
+            .with_duration(args.lease_duration)
+            // Renew a third of the way before expiry.
+            .with_grace((args.lease_duration / 3).max(2))
+            .build()
+    };
+    tracing::info!(lease = name, "waiting for leadership");
+    let manager = acquire(make, client, &args.lease_namespace, name).await?;
+    tracing::info!(lease = name, "became leader");
+    // From here the manager renews the Lease in its own task, and
+    // releases it when the last receiver is dropped (see `release`).
+    let (rx, task) = manager.watch().await;
+    confirm_leadership(
+        client.clone(),
+        &args.lease_namespace,
+        name,
+        &identity,
+        std::time::Duration::from_secs(args.lease_duration),
+        unconfirmed,
+    );
+    Ok((rx, task))
 }
 
 /// Confirms, every third of a lease duration, that the Lease is still this

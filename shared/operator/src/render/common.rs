@@ -19,6 +19,44 @@ pub struct Placement<'a> {
     pub workloads: &'a [&'a str],
 }
 
+/// Where a component's bundle objects go, declared once by the component
+/// (`Component::LAYOUT`): the framework turns it into a [`Placement`] for
+/// the resource being rendered.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    /// Namespaces the bundle puts its objects in that move (empty: all).
+    pub from_namespaces: &'static [&'static str],
+    /// Where they move.
+    pub target: Target,
+    /// The component's controller workloads (replicas, resources,
+    /// scheduling apply to them).
+    pub workloads: &'static [&'static str],
+}
+
+/// The namespace a component's objects move to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The component resource's own namespace.
+    ResourceNamespace,
+    /// A namespace of the component's own, whatever the resource's
+    /// (Knative's and cert-manager's programs look for theirs by name).
+    Fixed(&'static str),
+}
+
+impl Layout {
+    /// The placement of a resource in `namespace`.
+    pub fn placement<'a>(&self, namespace: &'a str) -> Placement<'a> {
+        Placement {
+            from_namespaces: self.from_namespaces,
+            target: match self.target {
+                Target::ResourceNamespace => namespace,
+                Target::Fixed(ns) => ns,
+            },
+            workloads: self.workloads,
+        }
+    }
+}
+
 /// Applies the common spec to bundle objects. An image override naming no
 /// container is refused, so a typo never passes silently.
 pub fn apply_common(

@@ -5,6 +5,7 @@
 
 pub mod certs;
 mod common;
+pub mod database;
 pub mod foreign_fields;
 pub mod images;
 #[cfg(test)]
@@ -21,4 +22,4 @@ pub mod validate;
 
 // The steps every component shares are the layer's own entry point:
 // operators call `render::apply_common` with a `render::Placement`.
-pub use common::{Placement, apply_common, required_version};
+pub use common::{Layout, Placement, Target, apply_common, required_version};

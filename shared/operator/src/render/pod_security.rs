@@ -102,29 +102,39 @@ pub fn pod_level(pod: &Value) -> (Level, String) {
         .iter()
         .flat_map(|l| pod[*l].as_array().into_iter().flatten())
         .collect();
-    // Privileged: anything baseline forbids.
+    if let Some(why) = beyond_baseline(pod, &containers) {
+        return (Level::Privileged, why);
+    }
+    if let Some(why) = beyond_restricted(pod, &containers) {
+        return (Level::Baseline, why);
+    }
+    (Level::Restricted, String::new())
+}
+
+/// The first thing of a pod the baseline level forbids.
+fn beyond_baseline(pod: &Value, containers: &[&Value]) -> Option<String> {
     for h in ["hostNetwork", "hostPID", "hostIPC"] {
         if pod[h].as_bool() == Some(true) {
-            return (Level::Privileged, h.to_string());
+            return Some(h.to_string());
         }
     }
     for v in pod["volumes"].as_array().into_iter().flatten() {
         if v.get("hostPath").is_some() {
-            return (
-                Level::Privileged,
-                format!("hostPath volume {}", v["name"].as_str().unwrap_or_default()),
-            );
+            return Some(format!(
+                "hostPath volume {}",
+                v["name"].as_str().unwrap_or_default()
+            ));
         }
     }
     let pod_seccomp = pod.pointer("/securityContext/seccompProfile/type");
     if pod_seccomp.and_then(Value::as_str) == Some("Unconfined") {
-        return (Level::Privileged, "seccomp Unconfined".into());
+        return Some("seccomp Unconfined".into());
     }
-    for c in &containers {
+    for c in containers {
         let name = c["name"].as_str().unwrap_or_default();
         let sc = &c["securityContext"];
         if sc["privileged"].as_bool() == Some(true) {
-            return (Level::Privileged, format!("container {name} is privileged"));
+            return Some(format!("container {name} is privileged"));
         }
         for cap in sc
             .pointer("/capabilities/add")
@@ -134,7 +144,7 @@ pub fn pod_level(pod: &Value) -> (Level, String) {
             .filter_map(Value::as_str)
         {
             if !BASELINE_CAPABILITIES.contains(&cap) {
-                return (Level::Privileged, format!("container {name} adds {cap}"));
+                return Some(format!("container {name} adds {cap}"));
             }
         }
         if c["ports"]
@@ -143,25 +153,21 @@ pub fn pod_level(pod: &Value) -> (Level, String) {
             .flatten()
             .any(|p| p["hostPort"].as_i64().is_some_and(|n| n != 0))
         {
-            return (
-                Level::Privileged,
-                format!("container {name} uses a hostPort"),
-            );
+            return Some(format!("container {name} uses a hostPort"));
         }
         if sc.pointer("/seccompProfile/type").and_then(Value::as_str) == Some("Unconfined") {
-            return (
-                Level::Privileged,
-                format!("container {name}: seccomp Unconfined"),
-            );
+            return Some(format!("container {name}: seccomp Unconfined"));
         }
         if sc["procMount"].as_str() == Some("Unmasked") {
-            return (
-                Level::Privileged,
-                format!("container {name}: procMount Unmasked"),
-            );
+            return Some(format!("container {name}: procMount Unmasked"));
         }
     }
-    // Baseline: anything restricted forbids.
+    None
+}
+
+/// The first thing of a pod the restricted level forbids.
+fn beyond_restricted(pod: &Value, containers: &[&Value]) -> Option<String> {
+    let pod_seccomp = pod.pointer("/securityContext/seccompProfile/type");
     for v in pod["volumes"].as_array().into_iter().flatten() {
         let types: Vec<&String> = v
             .as_object()
@@ -173,7 +179,7 @@ pub fn pod_level(pod: &Value) -> (Level, String) {
             .iter()
             .find(|t| !RESTRICTED_VOLUMES.contains(&t.as_str()))
         {
-            return (Level::Baseline, format!("{t} volume"));
+            return Some(format!("{t} volume"));
         }
     }
     let pod_non_root = pod
@@ -182,51 +188,39 @@ pub fn pod_level(pod: &Value) -> (Level, String) {
     let pod_user = pod
         .pointer("/securityContext/runAsUser")
         .and_then(Value::as_i64);
-    for c in &containers {
+    for c in containers {
         let name = c["name"].as_str().unwrap_or_default();
         let sc = &c["securityContext"];
         if sc["allowPrivilegeEscalation"].as_bool() != Some(false) {
-            return (
-                Level::Baseline,
-                format!("container {name} may escalate privileges"),
-            );
+            return Some(format!("container {name} may escalate privileges"));
         }
         let non_root = sc["runAsNonRoot"].as_bool().or(pod_non_root);
         let user = sc["runAsUser"].as_i64().or(pod_user);
         if non_root != Some(true) || user == Some(0) {
-            return (Level::Baseline, format!("container {name} may run as root"));
+            return Some(format!("container {name} may run as root"));
         }
         let seccomp = sc
             .pointer("/seccompProfile/type")
             .or(pod_seccomp)
             .and_then(Value::as_str);
         if !matches!(seccomp, Some("RuntimeDefault" | "Localhost")) {
-            return (
-                Level::Baseline,
-                format!("container {name} sets no seccomp profile"),
-            );
+            return Some(format!("container {name} sets no seccomp profile"));
         }
         let caps = sc.get("capabilities");
         let drops_all = caps
             .and_then(|c| c["drop"].as_array())
             .is_some_and(|d| d.iter().any(|x| x == "ALL"));
         if !drops_all {
-            return (
-                Level::Baseline,
-                format!("container {name} keeps capabilities"),
-            );
+            return Some(format!("container {name} keeps capabilities"));
         }
         if caps
             .and_then(|c| c["add"].as_array())
             .is_some_and(|a| a.iter().any(|x| x != "NET_BIND_SERVICE"))
         {
-            return (
-                Level::Baseline,
-                format!("container {name} adds a capability"),
-            );
+            return Some(format!("container {name} adds a capability"));
         }
     }
-    (Level::Restricted, String::new())
+    None
 }
 
 /// Per namespace, what the workloads among `objects` need (the most any

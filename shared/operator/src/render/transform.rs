@@ -37,6 +37,18 @@ pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: 
             obj.metadata.namespace = Some(target.to_string());
         }
     }
+    for obj in objects.iter_mut() {
+        point_references(obj, &moved, target);
+    }
+    objects.retain(|o| {
+        !(kind(o) == "Namespace" && o.metadata.name.as_ref().is_some_and(|n| moved.contains(n)))
+    });
+}
+
+/// Points what an object names in the `moved` namespaces at `target`:
+/// ServiceAccount subjects of bindings, webhook, API service and conversion
+/// services, and a webhook condition's account names.
+fn point_references(obj: &mut DynamicObject, moved: &[String], target: &str) {
     let rewrite = |ns: &mut Value| {
         if let Some(s) = ns.as_str()
             && moved.iter().any(|m| m == s)
@@ -44,62 +56,57 @@ pub fn set_namespace(objects: &mut Vec<DynamicObject>, target: &str, only_from: 
             *ns = Value::String(target.to_string());
         }
     };
-    for obj in objects.iter_mut() {
-        match kind(obj) {
-            "RoleBinding" | "ClusterRoleBinding" => {
-                if let Some(subjects) = obj.data.get_mut("subjects").and_then(Value::as_array_mut) {
-                    for s in subjects {
-                        if s.get("kind").and_then(Value::as_str) != Some("ServiceAccount") {
-                            continue;
-                        }
-                        // A subject without a namespace means the bundle's own ServiceAccount.
-                        match s.get_mut("namespace") {
-                            Some(ns) => rewrite(ns),
-                            None => s["namespace"] = Value::String(target.to_string()),
-                        }
+    match kind(obj) {
+        "RoleBinding" | "ClusterRoleBinding" => {
+            if let Some(subjects) = obj.data.get_mut("subjects").and_then(Value::as_array_mut) {
+                for s in subjects {
+                    if s.get("kind").and_then(Value::as_str) != Some("ServiceAccount") {
+                        continue;
+                    }
+                    // A subject without a namespace means the bundle's own ServiceAccount.
+                    match s.get_mut("namespace") {
+                        Some(ns) => rewrite(ns),
+                        None => s["namespace"] = Value::String(target.to_string()),
                     }
                 }
             }
-            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
-                if let Some(hooks) = obj.data.get_mut("webhooks").and_then(Value::as_array_mut) {
-                    for h in hooks {
-                        if let Some(ns) = h.pointer_mut("/clientConfig/service/namespace") {
-                            rewrite(ns);
-                        }
-                        // A condition that exempts the bundle's own
-                        // ServiceAccount by user name (Katib's pod mutator).
-                        for c in h
-                            .get_mut("matchConditions")
-                            .and_then(Value::as_array_mut)
-                            .into_iter()
-                            .flatten()
-                        {
-                            if let Some(e) = c.get_mut("expression") {
-                                rewrite_account_names(e, &moved, target);
-                            }
-                        }
-                    }
-                }
-            }
-            "APIService" => {
-                if let Some(ns) = obj.data.pointer_mut("/spec/service/namespace") {
-                    rewrite(ns);
-                }
-            }
-            "CustomResourceDefinition" => {
-                if let Some(ns) = obj
-                    .data
-                    .pointer_mut("/spec/conversion/webhook/clientConfig/service/namespace")
-                {
-                    rewrite(ns);
-                }
-            }
-            _ => {}
         }
+        "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
+            if let Some(hooks) = obj.data.get_mut("webhooks").and_then(Value::as_array_mut) {
+                for h in hooks {
+                    if let Some(ns) = h.pointer_mut("/clientConfig/service/namespace") {
+                        rewrite(ns);
+                    }
+                    // A condition that exempts the bundle's own
+                    // ServiceAccount by user name (Katib's pod mutator).
+                    for c in h
+                        .get_mut("matchConditions")
+                        .and_then(Value::as_array_mut)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(e) = c.get_mut("expression") {
+                            rewrite_account_names(e, moved, target);
+                        }
+                    }
+                }
+            }
+        }
+        "APIService" => {
+            if let Some(ns) = obj.data.pointer_mut("/spec/service/namespace") {
+                rewrite(ns);
+            }
+        }
+        "CustomResourceDefinition" => {
+            if let Some(ns) = obj
+                .data
+                .pointer_mut("/spec/conversion/webhook/clientConfig/service/namespace")
+            {
+                rewrite(ns);
+            }
+        }
+        _ => {}
     }
-    objects.retain(|o| {
-        !(kind(o) == "Namespace" && o.metadata.name.as_ref().is_some_and(|n| moved.contains(n)))
-    });
 }
 
 /// `system:serviceaccount:<from>:` to `system:serviceaccount:<target>:` in a
@@ -469,6 +476,22 @@ pub fn set_container_env(container: &mut Value, env: &[Value]) {
                 Some(x) => *x = e.clone(),
                 None => list.push(e.clone()),
             }
+        }
+    }
+}
+
+/// Sets each variable of `env` on every container of the Deployment
+/// `deployment`.
+pub fn set_env(objects: &mut [DynamicObject], deployment: &str, env: &[Value]) {
+    for d in objects
+        .iter_mut()
+        .filter(|o| kind(o) == "Deployment" && o.metadata.name.as_deref() == Some(deployment))
+    {
+        let Some(pod) = pod_spec_mut(d) else {
+            continue;
+        };
+        for c in pod["containers"].as_array_mut().into_iter().flatten() {
+            set_container_env(c, env);
         }
     }
 }

@@ -75,28 +75,7 @@ pub struct Inputs<'a> {
 
 pub fn build(i: &Inputs) -> Result<Value, String> {
     let base = i.base;
-    let mut deployments = Vec::new();
-    let mut permissions = Vec::new();
-    let mut cluster_permissions = Vec::new();
-    let mut operator_images = Vec::new();
-    for op in &i.chart.operators {
-        let deployment = for_olm(&op.deployment)?;
-        for c in deployment
-            .pointer("/spec/template/spec/containers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(image) = c.get("image").and_then(Value::as_str) {
-                operator_images.push(image.to_string());
-            }
-        }
-        deployments.push(deployment);
-        permissions
-            .push(json!({"serviceAccountName": op.service_account, "rules": op.namespaced_rules}));
-        cluster_permissions
-            .push(json!({"serviceAccountName": op.service_account, "rules": op.cluster_rules}));
-    }
+    let (install, operator_images) = install_strategy(i.chart)?;
     let meta_image = i
         .chart
         .operators
@@ -113,20 +92,7 @@ pub fn build(i: &Inputs) -> Result<Value, String> {
     for (_, crd) in i.crds {
         owned.push(owned_crd(crd, base)?);
     }
-    let examples: Vec<Value> = i
-        .examples
-        .iter()
-        .map(|e| {
-            let mut e = e.clone();
-            // The console creates an example in the namespace it shows.
-            if let Some(meta) = e.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("namespace");
-            }
-            e
-        })
-        .collect();
-    let alm_examples = serde_json::to_string_pretty(&examples).map_err(|e| e.to_string())?;
-
+    let alm_examples = alm_examples(i.examples)?;
     let icon = base64::engine::general_purpose::STANDARD.encode(i.icon_svg.as_bytes());
     let repository = base
         .links
@@ -158,14 +124,7 @@ pub fn build(i: &Inputs) -> Result<Value, String> {
             {"type": "AllNamespaces", "supported": true},
         ],
         "customresourcedefinitions": {"owned": owned},
-        "install": {
-            "strategy": "deployment",
-            "spec": {
-                "deployments": deployments,
-                "permissions": permissions,
-                "clusterPermissions": cluster_permissions,
-            },
-        },
+        "install": install,
         "relatedImages": related_images(&operator_images, i.images),
     });
     if let Some(previous) = &base.replaces {
@@ -176,33 +135,91 @@ pub fn build(i: &Inputs) -> Result<Value, String> {
         "kind": "ClusterServiceVersion",
         "metadata": {
             "name": format!("{}.v{}", base.package, i.version),
-            "annotations": {
-                "alm-examples": alm_examples,
-                "capabilities": base.capabilities,
-                "categories": base.categories,
-                "containerImage": meta_image,
-                "description": base.short_description.trim(),
-                "repository": repository,
-                "support": base.provider,
-                "operatorframework.io/suggested-namespace": base.suggested_namespace,
-                // Any older version upgrades straight to this one.
-                "olm.skipRange": format!("<{}", i.version),
-                // Every image is named in relatedImages and can be mirrored
-                // (docs/air-gap.md); the operators read no proxy settings.
-                "features.operators.openshift.io/disconnected": "true",
-                "features.operators.openshift.io/fips-compliant": "false",
-                "features.operators.openshift.io/proxy-aware": "false",
-                "features.operators.openshift.io/tls-profiles": "false",
-                "features.operators.openshift.io/token-auth-aws": "false",
-                "features.operators.openshift.io/token-auth-azure": "false",
-                "features.operators.openshift.io/token-auth-gcp": "false",
-                "features.operators.openshift.io/cnf": "false",
-                "features.operators.openshift.io/cni": "false",
-                "features.operators.openshift.io/csi": "false",
-            },
+            "annotations": csv_annotations(i, &alm_examples, meta_image, repository),
         },
         "spec": spec,
     }))
+}
+
+/// The install strategy: the chart's operator Deployments (as OLM runs
+/// them) with their ServiceAccounts' rules; and the operators' images.
+fn install_strategy(chart: &Chart) -> Result<(Value, Vec<String>), String> {
+    let mut deployments = Vec::new();
+    let mut permissions = Vec::new();
+    let mut cluster_permissions = Vec::new();
+    let mut operator_images = Vec::new();
+    for op in &chart.operators {
+        let deployment = for_olm(&op.deployment)?;
+        for c in deployment
+            .pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(image) = c.get("image").and_then(Value::as_str) {
+                operator_images.push(image.to_string());
+            }
+        }
+        deployments.push(deployment);
+        permissions
+            .push(json!({"serviceAccountName": op.service_account, "rules": op.namespaced_rules}));
+        cluster_permissions
+            .push(json!({"serviceAccountName": op.service_account, "rules": op.cluster_rules}));
+    }
+    let install = json!({
+        "strategy": "deployment",
+        "spec": {
+            "deployments": deployments,
+            "permissions": permissions,
+            "clusterPermissions": cluster_permissions,
+        },
+    });
+    Ok((install, operator_images))
+}
+
+/// The examples the console offers, as `alm-examples` holds them.
+fn alm_examples(examples: &[Value]) -> Result<String, String> {
+    let examples: Vec<Value> = examples
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            // The console creates an example in the namespace it shows.
+            if let Some(meta) = e.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("namespace");
+            }
+            e
+        })
+        .collect();
+    serde_json::to_string_pretty(&examples).map_err(|e| e.to_string())
+}
+
+/// The CSV's annotations.
+fn csv_annotations(i: &Inputs, alm_examples: &str, meta_image: &str, repository: Value) -> Value {
+    let base = i.base;
+    json!({
+        "alm-examples": alm_examples,
+        "capabilities": base.capabilities,
+        "categories": base.categories,
+        "containerImage": meta_image,
+        "description": base.short_description.trim(),
+        "repository": repository,
+        "support": base.provider,
+        "operatorframework.io/suggested-namespace": base.suggested_namespace,
+        // Any older version upgrades straight to this one.
+        "olm.skipRange": format!("<{}", i.version),
+        // Every image is named in relatedImages and can be mirrored
+        // (docs/air-gap.md); the operators read no proxy settings.
+        "features.operators.openshift.io/disconnected": "true",
+        "features.operators.openshift.io/fips-compliant": "false",
+        "features.operators.openshift.io/proxy-aware": "false",
+        "features.operators.openshift.io/tls-profiles": "false",
+        "features.operators.openshift.io/token-auth-aws": "false",
+        "features.operators.openshift.io/token-auth-azure": "false",
+        "features.operators.openshift.io/token-auth-gcp": "false",
+        "features.operators.openshift.io/cnf": "false",
+        "features.operators.openshift.io/cni": "false",
+        "features.operators.openshift.io/csi": "false",
+    })
 }
 
 /// The chart's Deployment as a CSV's install strategy holds it: the

@@ -39,20 +39,8 @@ impl Engine {
             ..Default::default()
         };
         let api: Api<ClusterRole> = Api::all(self.client.clone());
-        let live = match api
-            .get_opt(&name)
-            .await
-            .map_err(|e| failed("read", &name, e))?
-        {
-            Some(live) => live,
-            None => match api.create(&self.post_params(), &role).await {
-                Ok(_) => return Ok(key),
-                // Someone else created it between the read and the create.
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    api.get(&name).await.map_err(|e| failed("read", &name, e))?
-                }
-                Err(e) => return Err(failed("claim", &name, e)),
-            },
+        let Some(live) = self.read_or_create(&api, &role).await? else {
+            return Ok(key);
         };
         let labels = live.metadata.labels.clone().unwrap_or_default();
         let holder_gone = match labels.get(labels::APPLYSET_PART_OF) {
@@ -74,11 +62,7 @@ impl Engine {
                     || live.aggregation_rule.is_some()
                     || member_labels.iter().any(|(k, v)| labels.get(k) != Some(v));
                 if drifted {
-                    let mut repaired = role;
-                    repaired.metadata.resource_version = live.metadata.resource_version.clone();
-                    api.replace(&name, &self.post_params(), &repaired)
-                        .await
-                        .map_err(|e| failed("repair", &name, e))?;
+                    self.replace_claim(&api, role, &live, "repair").await?;
                 }
                 Ok(key)
             }
@@ -97,14 +81,53 @@ impl Engine {
                 // Released by its last holder, or held by one that no
                 // longer exists: take it, on condition nobody changed it
                 // since the read (the replace carries its version).
-                let mut taken = role;
-                taken.metadata.resource_version = live.metadata.resource_version.clone();
-                api.replace(&name, &self.post_params(), &taken)
-                    .await
-                    .map_err(|e| failed("claim", &name, e))?;
+                self.replace_claim(&api, role, &live, "claim").await?;
                 Ok(key)
             }
         }
+    }
+
+    /// The claim as it is, or None when this call created it (someone
+    /// else creating it between the read and the create: theirs, read).
+    async fn read_or_create(
+        &self,
+        api: &Api<ClusterRole>,
+        role: &ClusterRole,
+    ) -> Result<Option<ClusterRole>, ApplyError> {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        if let Some(live) = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| failed("read", &name, e))?
+        {
+            return Ok(Some(live));
+        }
+        match api.create(&self.post_params(), role).await {
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(e)) if e.code == 409 => api
+                .get(&name)
+                .await
+                .map(Some)
+                .map_err(|e| failed("read", &name, e)),
+            Err(e) => Err(failed("claim", &name, e)),
+        }
+    }
+
+    /// Writes the claim as `role` over `live`, on condition nobody changed
+    /// it since it was read (the replace carries its version).
+    async fn replace_claim(
+        &self,
+        api: &Api<ClusterRole>,
+        mut role: ClusterRole,
+        live: &ClusterRole,
+        what: &'static str,
+    ) -> Result<(), ApplyError> {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        role.metadata.resource_version = live.metadata.resource_version.clone();
+        api.replace(&name, &self.post_params(), &role)
+            .await
+            .map_err(|e| failed(what, &name, e))?;
+        Ok(())
     }
 
     fn post_params(&self) -> kube::api::PostParams {

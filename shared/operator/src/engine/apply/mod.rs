@@ -249,10 +249,30 @@ impl Engine {
             ..Default::default()
         };
         let mut applied = self.apply_waves(planned, &decisions, &mut outcome).await?;
+        self.remember_verified(&outcome, &hashes, &decisions);
+        applied.extend(claim);
+        let kept = self
+            .prune_unless_settled(&req, &group_kinds, &applied, &mut outcome)
+            .await?;
+        let mut final_kinds = group_kinds.new;
+        final_kinds.extend(kept);
+        if final_kinds != listed {
+            self.write_parent(&req, &final_kinds).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Records what the apply read or wrote as verified. A held object is
+    /// not: it is read and tried again next time, so the report stays
+    /// until it is resolved.
+    fn remember_verified(
+        &self,
+        outcome: &ApplyOutcome,
+        hashes: &HashMap<ObjectKey, u64>,
+        decisions: &plan::Decisions,
+    ) {
         for live in &outcome.live {
             let key = ObjectKey::of(live);
-            // A held object is not verified: it is read and tried again
-            // next time, so the report stays until it is resolved.
             if let Some(hash) = hashes.get(&key)
                 && !outcome.skipped.contains(&key)
                 && !decisions.held.contains_key(&key)
@@ -260,26 +280,27 @@ impl Engine {
                 self.memo.record(key, *hash, live);
             }
         }
-        applied.extend(claim);
-        // A prune over the same set and kinds as the last complete one finds
-        // nothing new: members appear only by this engine's applies.
-        let set = memo::set_hash(&applied, &group_kinds.new);
+    }
+
+    /// Prunes what the inventory no longer renders, and says which kinds
+    /// kept objects remain of. A prune over the same set and kinds as the
+    /// last complete one finds nothing new (members appear only by this
+    /// engine's applies), and is skipped.
+    async fn prune_unless_settled(
+        &self,
+        req: &ApplyRequest<'_>,
+        group_kinds: &plan::GroupKinds,
+        applied: &BTreeSet<ObjectKey>,
+        outcome: &mut ApplyOutcome,
+    ) -> Result<BTreeSet<String>, ApplyError> {
+        let set = memo::set_hash(applied, &group_kinds.new);
         let id = &req.inventory.id;
-        let kept = if group_kinds.old == group_kinds.new && self.memo.prune_settled(id, set) {
-            BTreeSet::new()
-        } else {
-            let kept = self
-                .prune(&req, &group_kinds.old, &applied, &mut outcome)
-                .await?;
-            self.memo.forget(&outcome.pruned);
-            self.memo.record_prune(id, set);
-            kept
-        };
-        let mut final_kinds = group_kinds.new;
-        final_kinds.extend(kept);
-        if final_kinds != listed {
-            self.write_parent(&req, &final_kinds).await?;
+        if group_kinds.old == group_kinds.new && self.memo.prune_settled(id, set) {
+            return Ok(BTreeSet::new());
         }
-        Ok(outcome)
+        let kept = self.prune(req, &group_kinds.old, applied, outcome).await?;
+        self.memo.forget(&outcome.pruned);
+        self.memo.record_prune(id, set);
+        Ok(kept)
     }
 }

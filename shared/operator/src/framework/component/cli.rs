@@ -131,7 +131,7 @@ pub fn rules_of<C: Component>(
             kubeflow_api::COMPONENTS_GROUP,
             &<C::Resource as Resource>::plural(&()),
         ),
-        &component.permissions(),
+        &super::permissions_of(component),
     )
 }
 

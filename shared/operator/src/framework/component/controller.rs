@@ -302,7 +302,7 @@ pub(super) fn watchable<C: Component>(
     component: &C,
     manifests_dir: &std::path::Path,
 ) -> Vec<crate::engine::watches::Watched> {
-    let permissions = component.permissions();
+    let permissions = super::permissions_of(component);
     let mut out = crate::engine::watches::bundle_kinds(manifests_dir, &permissions);
     for gvk in component.watched_kinds() {
         let ar = ApiResource::from_gvk(&gvk);

@@ -68,52 +68,20 @@ pub(super) async fn render_with<C: Component>(
     let render_ctx = RenderContext::of(cr, &ctx.manifests_dir, bundles, platform);
     let mut rendered = ctx.component.render(cr, &render_ctx, &inputs)?;
     // The user's patches, after the component's own settings and before the
-    // digests are pinned (an image an override sets is pinned too): the
-    // resource's own, then its ConfigMap's.
-    // The ConfigMap's overrides and the field that names them, kept for
-    // the known-secret check, which names the override that put one back.
-    let mut from_config_map: Option<(String, Vec<kubeflow_api::Override>)> = None;
+    // digests are pinned (an image an override sets is pinned too).
+    let mut lists: Vec<(String, Vec<kubeflow_api::Override>)> = Vec::new();
     if with_overrides {
-        crate::render::overrides::apply(
-            &mut rendered.objects,
-            &cr.common().overrides,
-            "spec.overrides",
-            &rendered.version,
-        )?;
-        if let Some(name) = &cr.common().overrides_config_map {
-            let key = (
-                ns.as_str(),
-                cr.meta().name.as_deref().unwrap_or_default(),
-                name.as_str(),
-            );
-            let listed = or_last_read(
-                overrides_from_config_map(ctx, &ns, name).await,
-                |l| ctx.last_read.keep_overrides(key, l),
-                || ctx.last_read.overrides(key),
-                "overrides",
-                missing,
-            )?;
-            let field = format!("spec.overridesConfigMap {ns}/{name}: overrides");
-            crate::render::overrides::apply(
-                &mut rendered.objects,
-                &listed,
-                &field,
-                &rendered.version,
-            )?;
-            from_config_map = Some((field, listed));
-        }
+        lists = apply_overrides(cr, ctx, &mut rendered, missing).await?;
     }
     // Over the final objects, after every override: an override may put
     // back a secret the component's own settings replaced (a demo user,
-    // the demo cookie secret, a demo database password).
-    let mut lists: Vec<(&str, &[kubeflow_api::Override])> = Vec::new();
-    if with_overrides {
-        lists.push(("spec.overrides", cr.common().overrides.as_slice()));
-    }
-    if let Some((field, listed)) = &from_config_map {
-        lists.push((field.as_str(), listed.as_slice()));
-    }
-    crate::render::known_secrets::refuse(&rendered.objects, &lists)?;
+    // the demo cookie secret, a demo database password); the check names
+    // the override that did.
+    let named: Vec<(&str, &[kubeflow_api::Override])> = lists
+        .iter()
+        .map(|(field, listed)| (field.as_str(), listed.as_slice()))
+        .collect();
+    crate::render::known_secrets::refuse(&rendered.objects, &named)?;
     if let Some(name) = &cr.common().shared.image_digests {
         let key = (
             ns.as_str(),
@@ -130,6 +98,44 @@ pub(super) async fn render_with<C: Component>(
         pin_digests(&ns, name, &digests, &mut rendered.objects)?;
     }
     Ok(rendered)
+}
+
+/// Applies the resource's own overrides, then its ConfigMap's (the last
+/// read when the map has gone missing): each list with the field that
+/// names it.
+async fn apply_overrides<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    rendered: &mut Rendered,
+    missing: &mut Vec<String>,
+) -> Result<Vec<(String, Vec<kubeflow_api::Override>)>, Failure> {
+    let own = &cr.common().overrides;
+    crate::render::overrides::apply(
+        &mut rendered.objects,
+        own,
+        "spec.overrides",
+        &rendered.version,
+    )?;
+    let mut lists = vec![("spec.overrides".to_string(), own.clone())];
+    if let Some(name) = &cr.common().overrides_config_map {
+        let ns = cr.namespace().unwrap_or_default();
+        let key = (
+            ns.as_str(),
+            cr.meta().name.as_deref().unwrap_or_default(),
+            name.as_str(),
+        );
+        let listed = or_last_read(
+            overrides_from_config_map(ctx, &ns, name).await,
+            |l| ctx.last_read.keep_overrides(key, l),
+            || ctx.last_read.overrides(key),
+            "overrides",
+            missing,
+        )?;
+        let field = format!("spec.overridesConfigMap {ns}/{name}: overrides");
+        crate::render::overrides::apply(&mut rendered.objects, &listed, &field, &rendered.version)?;
+        lists.push((field, listed));
+    }
+    Ok(lists)
 }
 
 /// The ConfigMap `name` a spec `field` names, in the CR's namespace:

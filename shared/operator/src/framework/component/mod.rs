@@ -30,7 +30,7 @@ mod upgrade;
 
 pub use cli::{Command, ENVIRONMENT_HELP, command, images_of, main, rules_of};
 pub use controller::run;
-pub use run_time::RunTimeObjects;
+pub use run_time::{RunTimeObject, RunTimeScope};
 #[cfg(any(test, feature = "testing"))]
 pub use testing::{
     assert_permitted, every_version, find, manifests_dir, permission_gaps, render_spec,
@@ -48,6 +48,7 @@ use crate::base::bundle::{Bundle, BundleCache};
 use crate::base::conditions::Reason;
 use crate::framework::controller::Failure;
 use crate::framework::runner::RunArgs;
+use crate::render::Layout;
 use crate::render::rbac::Permissions;
 
 /// Finalizer every component CR carries while it has objects to clean up.
@@ -160,6 +161,22 @@ impl<'a> RenderContext<'a> {
     }
 }
 
+/// A render under way, what [`Component::prepare`] and
+/// [`Component::customise`] work on: the resource, what rendering may use,
+/// the dereferenced inputs, and the objects so far.
+pub struct Draft<'a, C: Component + ?Sized> {
+    /// The resource rendered.
+    pub cr: &'a C::Resource,
+    /// What rendering may use (the resource's namespace, the platform).
+    pub ctx: &'a RenderContext<'a>,
+    /// What `dereference` read.
+    pub inputs: &'a C::Inputs,
+    /// The objects: the bundle's, as edited so far.
+    pub objects: Vec<DynamicObject>,
+    /// The bundle's version.
+    pub version: String,
+}
+
 /// A component's rendered state.
 pub struct Rendered {
     /// Objects to apply.
@@ -186,13 +203,56 @@ pub trait Component: Send + Sync + 'static {
         Ok(Self::Inputs::default())
     }
 
-    /// Renders the objects for a CR: pure, no API access.
+    /// Where the component's bundle objects go and which workloads the
+    /// shared settings scale and schedule.
+    const LAYOUT: Layout;
+
+    /// Renders the objects for a CR: pure, no API access. By default the
+    /// bundle of `spec.version`, edited by [`prepare`](Self::prepare),
+    /// placed by [`LAYOUT`](Self::LAYOUT) with the shared settings applied,
+    /// then given the component's own settings by
+    /// [`customise`](Self::customise). A component made of several bundles,
+    /// or whose shared settings apply otherwise, renders itself.
     fn render(
         &self,
         cr: &Self::Resource,
         ctx: &RenderContext<'_>,
         inputs: &Self::Inputs,
-    ) -> Result<Rendered, Refusal>;
+    ) -> Result<Rendered, Refusal> {
+        let bundle = ctx.bundle()?;
+        let mut draft = Draft {
+            cr,
+            ctx,
+            inputs,
+            objects: bundle.objects(),
+            version: bundle.version.clone(),
+        };
+        self.prepare(&mut draft)?;
+        crate::render::apply_common(
+            &mut draft.objects,
+            ctx.common,
+            &Self::LAYOUT.placement(ctx.namespace),
+            ctx.platform,
+        )?;
+        self.customise(&mut draft)?;
+        Ok(Rendered {
+            objects: draft.objects,
+            version: draft.version,
+        })
+    }
+
+    /// The component's edits of its bundle before the shared settings:
+    /// checks of its own spec, objects it leaves out or adds (which the
+    /// shared settings then move and mirror like the rest), configuration
+    /// holding images the mirror must see.
+    fn prepare(&self, _draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    /// The component's own settings, after the shared ones.
+    fn customise(&self, _draft: &mut Draft<'_, Self>) -> Result<(), Refusal> {
+        Ok(())
+    }
 
     /// Objects kept on removal and pruning (never owned by the CR either).
     fn retain(&self, _cr: &Self::Resource, _obj: &DynamicObject) -> bool {
@@ -242,16 +302,10 @@ pub trait Component: Send + Sync + 'static {
         Self::Inputs::default()
     }
 
-    /// Removes objects the component created at run time (not from its
-    /// bundle), before the inventory is cleaned up: each named to
-    /// `objects`, which deletes it if it is there and logs what went.
-    async fn cleanup_run_time_objects(
-        &self,
-        _cr: &Self::Resource,
-        _objects: &mut RunTimeObjects,
-    ) -> Result<(), kube::Error> {
-        Ok(())
-    }
+    /// What the component's programs make at run time (not from its
+    /// bundle): the operator may delete exactly these, and does when the
+    /// component is removed.
+    const RUN_TIME_OBJECTS: &'static [RunTimeObject] = &[];
 
     /// The Secrets and ConfigMaps the CR's own settings name (beyond the
     /// shared `imageDigests` and `overridesConfigMap`), in its namespace:
@@ -271,11 +325,18 @@ pub trait Component: Send + Sync + 'static {
         )]
     }
 
-    /// What the operator's RBAC is made of: by default every kind of the
-    /// bundle folder named after the component.
+    /// What the operator's RBAC is made of beyond deleting its
+    /// [`RUN_TIME_OBJECTS`](Self::RUN_TIME_OBJECTS): by default every kind
+    /// of the bundle folder named after the component.
     fn permissions(&self) -> Permissions {
         Permissions::bundles(&[Self::Resource::COMPONENT])
     }
+}
+
+/// Everything the operator's RBAC is made of: the component's permissions
+/// and `delete` on its run-time objects.
+pub fn permissions_of<C: Component>(component: &C) -> Permissions {
+    run_time::with_run_time_objects(component.permissions(), C::RUN_TIME_OBJECTS)
 }
 
 /// An object a CR's spec names, in the CR's namespace.

@@ -31,17 +31,17 @@ pub(super) fn inventory_of<K: ComponentResource>(cr: &K) -> Inventory {
     Inventory::for_parent(cr, K::COMPONENT, &operator_name::<K>())
 }
 
+/// The requeue while the component awaits another controller's object:
+/// soon, but each pass reads every object of the component, and the wait
+/// may be long (that controller not running).
+const RECHECK_SOON: Duration = Duration::from_secs(10);
+
 /// One reconcile of a component CR, as its steps: check where it installs,
 /// dereference what it points at, render, apply, report what the apply
 /// repaired, assess health, fill in the status. A refusal at any step ends
 /// it with a condition a person can act on and nothing written; any other
 /// failure, before or during the apply, with Ready false at this generation
 /// (the skeleton writes both).
-/// The requeue while the component awaits another controller's object:
-/// soon, but each pass reads every object of the component, and the wait
-/// may be long (that controller not running).
-const RECHECK_SOON: Duration = Duration::from_secs(10);
-
 pub(super) async fn apply<C: Component>(
     cr: &C::Resource,
     ctx: &Context<C>,
@@ -50,28 +50,10 @@ pub(super) async fn apply<C: Component>(
     let old = current_status(cr);
     let platform = platform_of(cr, ctx).await?;
     full.as_mut().platform = Some(platform);
-    let mut misfit = None;
     // Referenced ConfigMaps gone since they were last read: applied as they
     // were, and said in Degraded.
     let mut missing = Vec::new();
-    let rendered = match render(cr, ctx, platform, &mut missing).await {
-        Ok(r) => r,
-        // An override the version asked for has no place for, on the way
-        // from an installed version: not a refusal of the whole resource
-        // but an upgrade that waits, planned without the overrides, while
-        // the installed version (with them) keeps running and repaired.
-        Err(Failure::Refused(refusal))
-            if refusal.reason == Reason::OverrideNotApplicable && old.version.is_some() =>
-        {
-            let r = render_with(cr, ctx, platform, &ctx.bundles, false, &mut missing).await?;
-            if old.version.as_deref() == Some(r.version.as_str()) {
-                return Err(refusal.into());
-            }
-            misfit = Some(refusal.message);
-            r
-        }
-        Err(e) => return Err(e),
-    };
+    let (rendered, misfit) = render_or_fit(cr, ctx, platform, &old, &mut missing).await?;
     let (rendered, blocked) =
         upgrade_gate(cr, ctx, platform, &old, full.as_mut(), rendered, misfit).await?;
     let version = rendered.version.clone();
@@ -92,46 +74,7 @@ pub(super) async fn apply<C: Component>(
         outcome.live.iter().map(crate::engine::apply::ObjectKey::of),
     );
     let ready = assess(cr, ctx, status, &version, &outcome).await;
-    if !missing.is_empty() {
-        conditions::set(
-            &mut status.conditions,
-            conditions::DEGRADED,
-            true,
-            Reason::PrerequisiteMissing,
-            &missing.join("; "),
-            cr.meta().generation,
-        );
-    }
-    if !refused.is_empty() {
-        conditions::set(
-            &mut status.conditions,
-            conditions::DEGRADED,
-            true,
-            Reason::NamespaceNotAllowed,
-            &ctx.scope.refusal_of(&refused),
-            cr.meta().generation,
-        );
-    }
-    if let Some(message) = &blocked {
-        conditions::set(
-            &mut status.conditions,
-            conditions::DEGRADED,
-            true,
-            Reason::UpgradeBlocked,
-            message,
-            cr.meta().generation,
-        );
-    } else if let Some(plan) = status.upgrade_plan.as_ref().filter(|p| p.awaiting_approval) {
-        let message = awaiting_message(cr.common().shared.approved_plan.as_deref(), plan);
-        conditions::set(
-            &mut status.conditions,
-            conditions::PROGRESSING,
-            true,
-            Reason::AwaitingApproval,
-            &message,
-            cr.meta().generation,
-        );
-    }
+    set_degraded(cr, ctx, status, &missing, &refused, blocked.as_deref());
     ctx.component
         .report(cr, &outcome.live, &ctx.tools.client, full)
         .await;
@@ -145,6 +88,87 @@ pub(super) async fn apply<C: Component>(
     } else {
         Duration::from_secs(30)
     })
+}
+
+/// The rendered objects, and why an override did not fit: an override
+/// the version asked for has no place for, on the way from an installed
+/// version, is not a refusal of the whole resource but an upgrade that
+/// waits, planned without the overrides, while the installed version (with
+/// them) keeps running and repaired.
+async fn render_or_fit<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    platform: kubeflow_api::Platform,
+    old: &ComponentStatus,
+    missing: &mut Vec<String>,
+) -> Result<(super::Rendered, Option<String>), Failure> {
+    match render(cr, ctx, platform, missing).await {
+        Ok(r) => Ok((r, None)),
+        Err(Failure::Refused(refusal))
+            if refusal.reason == Reason::OverrideNotApplicable && old.version.is_some() =>
+        {
+            let r = render_with(cr, ctx, platform, &ctx.bundles, false, missing).await?;
+            if old.version.as_deref() == Some(r.version.as_str()) {
+                return Err(refusal.into());
+            }
+            Ok((r, Some(refusal.message)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What the status says beside health: referenced ConfigMaps applied as
+/// last read (`missing`), objects outside the allowed namespaces
+/// (`refused`), an upgrade blocked, or one awaiting approval.
+fn set_degraded<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    status: &mut ComponentStatus,
+    missing: &[String],
+    refused: &[crate::base::scope::Refused],
+    blocked: Option<&str>,
+) {
+    let generation = cr.meta().generation;
+    if !missing.is_empty() {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            Reason::PrerequisiteMissing,
+            &missing.join("; "),
+            generation,
+        );
+    }
+    if !refused.is_empty() {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            Reason::NamespaceNotAllowed,
+            &ctx.scope.refusal_of(refused),
+            generation,
+        );
+    }
+    if let Some(message) = blocked {
+        conditions::set(
+            &mut status.conditions,
+            conditions::DEGRADED,
+            true,
+            Reason::UpgradeBlocked,
+            message,
+            generation,
+        );
+    } else if let Some(plan) = status.upgrade_plan.as_ref().filter(|p| p.awaiting_approval) {
+        let message = awaiting_message(cr.common().shared.approved_plan.as_deref(), plan);
+        conditions::set(
+            &mut status.conditions,
+            conditions::PROGRESSING,
+            true,
+            Reason::AwaitingApproval,
+            &message,
+            generation,
+        );
+    }
 }
 
 /// What other field managers own of the objects just applied (the watches'

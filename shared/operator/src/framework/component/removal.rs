@@ -86,10 +86,12 @@ pub(super) async fn cleanup_component<C: Component>(
         released.retain(|r| !gone.contains(&format!("{} {}/{}", r.kind, r.namespace, r.name)));
     }
     let mut run_time = RunTimeObjects::new(ctx.tools.client.clone(), &namespace);
-    ctx.component
-        .cleanup_run_time_objects(cr, &mut run_time)
-        .await
-        .map_err(|e| Failure::api("delete objects made at run time", e))?;
+    for object in C::RUN_TIME_OBJECTS {
+        run_time
+            .delete(object)
+            .await
+            .map_err(|e| Failure::api("delete objects made at run time", e))?;
+    }
     let extra = run_time.deleted();
     if !extra.is_empty() {
         tracing::info!(deleted = ?extra, "removed objects the component made at run time");

@@ -3,19 +3,80 @@
 //! deletes it through the engine's cleanup and keeps the list for the log.
 //! An operator so never drives the engine itself (`layers.rs` checks).
 
-use std::fmt::Debug;
-
-use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
-use kube::api::Api;
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 
 use crate::engine::cleanup;
+use crate::render::rbac::{self, Permissions};
+
+/// Where a run-time object lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunTimeScope {
+    /// The component resource's own namespace, where its programs run.
+    ResourceNamespace,
+    /// Cluster-scoped; `{namespace}` in its name stands for the resource's
+    /// namespace (a controller naming its object after where it runs).
+    Cluster,
+}
+
+/// An object a component's programs make at run time, outside its bundle,
+/// named once (`Component::RUN_TIME_OBJECTS`): the operator gets `delete`
+/// on exactly that name, and deletes it when the component is removed.
+#[derive(Clone, Copy, Debug)]
+pub struct RunTimeObject {
+    /// API group (empty for the core group).
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Resource (plural), what RBAC names.
+    pub plural: &'static str,
+    /// Name (see [`RunTimeScope::Cluster`] for `{namespace}`).
+    pub name: &'static str,
+    /// Where it lives.
+    pub scope: RunTimeScope,
+}
+
+/// The placeholder a cluster-scoped run-time object's name holds for the
+/// resource's namespace (the one `Rules::cluster_per_namespace` fills in).
+const NAMESPACE_PLACEHOLDER: &str = "{namespace}";
+
+impl RunTimeObject {
+    fn api_resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        )
+    }
+}
+
+/// `permissions` with `delete` on each run-time object: in the allowed
+/// namespaces, or cluster-wide per allowed namespace.
+pub(super) fn with_run_time_objects(
+    permissions: Permissions,
+    objects: &[RunTimeObject],
+) -> Permissions {
+    let rule =
+        |o: &RunTimeObject| rbac::named(o.group, o.plural, &[o.name.to_string()], &["delete"]);
+    permissions
+        .with_namespaced(
+            objects
+                .iter()
+                .filter(|o| o.scope == RunTimeScope::ResourceNamespace)
+                .map(rule),
+        )
+        .with_per_namespace(
+            objects
+                .iter()
+                .filter(|o| o.scope == RunTimeScope::Cluster)
+                .map(rule),
+        )
+}
 
 /// The removal's handle on what the component's programs made at run time:
-/// [`Component::cleanup_run_time_objects`](super::Component::cleanup_run_time_objects)
-/// deletes through it.
-pub struct RunTimeObjects {
+/// it deletes each declared object and keeps the list for the log.
+pub(super) struct RunTimeObjects {
     client: Client,
     /// The component resource's own namespace, where its programs run.
     namespace: String,
@@ -32,42 +93,35 @@ impl RunTimeObjects {
         }
     }
 
-    /// What the component deleted.
+    /// What was deleted.
     pub(super) fn deleted(self) -> Vec<String> {
         self.deleted
     }
 
-    /// Deletes the cluster-scoped `name` of kind `K` if it is there.
-    pub async fn delete<K>(&mut self, name: &str) -> Result<(), kube::Error>
-    where
-        K: Resource<Scope = ClusterResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug,
-    {
-        let api: Api<K> = Api::all(self.client.clone());
-        if cleanup::delete_if_present(&api, name).await? {
-            self.deleted.push(format!("{} {name}", K::kind(&())));
-        }
-        Ok(())
-    }
-
-    /// Deletes `name` of kind `K` in the component resource's own namespace
-    /// if it is there. A refusal there is no failure: it means the
-    /// namespace is being deleted, and the object goes with it (see
+    /// Deletes `object` if it is there. In the resource's own namespace a
+    /// refusal is no failure: it means the namespace is being deleted, and
+    /// the object goes with it (see
     /// `cleanup::delete_in_parent_namespace_if_present`).
-    pub async fn delete_in_parent_namespace<K>(&mut self, name: &str) -> Result<(), kube::Error>
-    where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug,
-    {
-        let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
-        if cleanup::delete_in_parent_namespace_if_present(&api, name).await? {
-            let kind = K::kind(&());
-            self.deleted
-                .push(format!("{kind} {}/{name}", self.namespace));
+    pub(super) async fn delete(&mut self, object: &RunTimeObject) -> Result<(), kube::Error> {
+        let ar = object.api_resource();
+        match object.scope {
+            RunTimeScope::ResourceNamespace => {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), &self.namespace, &ar);
+                if cleanup::delete_in_parent_namespace_if_present(&api, object.name).await? {
+                    self.deleted.push(format!(
+                        "{} {}/{}",
+                        object.kind, self.namespace, object.name
+                    ));
+                }
+            }
+            RunTimeScope::Cluster => {
+                let name = object.name.replace(NAMESPACE_PLACEHOLDER, &self.namespace);
+                let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+                if cleanup::delete_if_present(&api, &name).await? {
+                    self.deleted.push(format!("{} {name}", object.kind));
+                }
+            }
         }
         Ok(())
     }
@@ -76,9 +130,6 @@ impl RunTimeObjects {
 #[cfg(test)]
 mod tests {
     use http::{Request, Response};
-    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::Secret;
     use kube::client::Body;
     use serde_json::json;
 
@@ -112,23 +163,44 @@ mod tests {
         Client::new(service, "default")
     }
 
+    const WEBHOOK: RunTimeObject = RunTimeObject {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        name: "cache-webhook-{namespace}",
+        scope: RunTimeScope::Cluster,
+    };
+
+    fn in_namespace(kind: &'static str, plural: &'static str, name: &'static str) -> RunTimeObject {
+        RunTimeObject {
+            group: "",
+            version: "v1",
+            kind,
+            plural,
+            name,
+            scope: RunTimeScope::ResourceNamespace,
+        }
+    }
+
+    fn cluster(name: &'static str) -> RunTimeObject {
+        RunTimeObject { name, ..WEBHOOK }
+    }
+
     #[tokio::test]
     async fn lists_what_it_deleted_and_passes_over_what_is_gone_or_refused() {
         let mut objects = RunTimeObjects::new(mock_api(), "kubeflow");
+        objects.delete(&WEBHOOK).await.expect("deleted");
         objects
-            .delete::<MutatingWebhookConfiguration>("cache-webhook-kubeflow")
-            .await
-            .expect("deleted");
-        objects
-            .delete::<MutatingWebhookConfiguration>("gone")
+            .delete(&cluster("gone"))
             .await
             .expect("absent is no failure");
         objects
-            .delete_in_parent_namespace::<Secret>("cert")
+            .delete(&in_namespace("Secret", "secrets", "cert"))
             .await
             .expect("deleted");
         objects
-            .delete_in_parent_namespace::<Lease>("refused")
+            .delete(&in_namespace("Lease", "leases", "refused"))
             .await
             .expect("a refusal in the parent's namespace is no failure");
         assert_eq!(
@@ -143,10 +215,37 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_outside_the_parents_namespace_fails() {
         let mut objects = RunTimeObjects::new(mock_api(), "kubeflow");
-        let refused = objects
-            .delete::<MutatingWebhookConfiguration>("refused")
-            .await;
+        let refused = objects.delete(&cluster("refused")).await;
         assert!(matches!(refused, Err(kube::Error::Api(e)) if e.code == 403));
         assert!(objects.deleted().is_empty());
+    }
+
+    #[test]
+    fn each_object_is_deleted_by_name_and_nothing_more() {
+        let lease = RunTimeObject {
+            group: "coordination.k8s.io",
+            version: "v1",
+            ..in_namespace("Lease", "leases", "lock")
+        };
+        let p = with_run_time_objects(Permissions::bundles(&["c"]), &[WEBHOOK, lease]);
+        assert_eq!(
+            p.extra_namespaced,
+            [rbac::named(
+                "coordination.k8s.io",
+                "leases",
+                &["lock".to_string()],
+                &["delete"]
+            )]
+        );
+        assert_eq!(
+            p.extra_per_namespace,
+            [rbac::named(
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+                &["cache-webhook-{namespace}".to_string()],
+                &["delete"]
+            )]
+        );
+        assert!(p.extra.is_empty());
     }
 }

@@ -63,31 +63,7 @@ pub(super) async fn upgrade_gate<C: Component>(
         Err(Failure::Refused(_)) => return Ok((rendered, None)),
         Err(e) => return Err(e),
     };
-    let mut plan =
-        crate::render::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
-    plan.overrides_not_applicable.extend(misfit.clone());
-    plan.actions = ctx
-        .component
-        .upgrade_actions(Some(cr), from, &rendered.version);
-    let mut published =
-        crate::render::upgrade_plan::published(from, &rendered.version, &plan, false);
-    published.awaiting_approval =
-        manual && cr.common().shared.approved_plan.as_deref() != Some(published.digest.as_str());
-    // An approved upgrade that has begun keeps going: its first pass
-    // writes objects (a generated key kept, a Secret's demo value dropped)
-    // that the next render of either version reads, so the recomputed
-    // digest moves away from the approved one; gating on it again would
-    // put the installed version back over a half-applied new one.
-    if published.awaiting_approval
-        && let Some(begun) = old.upgrade_plan.as_ref().filter(|p| {
-            !p.awaiting_approval
-                && p.from == from
-                && p.to == rendered.version
-                && cr.common().shared.approved_plan.as_deref() == Some(p.digest.as_str())
-        })
-    {
-        published = begun.clone();
-    }
+    let (plan, published) = plan_of(cr, ctx, old, from, (&installed, &rendered), &misfit);
     let awaiting = published.awaiting_approval;
     let to = published.to.clone();
     status.upgrade_plan = Some(published);
@@ -109,6 +85,49 @@ pub(super) async fn upgrade_gate<C: Component>(
         return Ok((installed, Some(message)));
     }
     Ok((if awaiting { installed } else { rendered }, None))
+}
+
+/// The upgrade's plan from `from` (the installed and the new render), and
+/// what the status publishes of it: awaiting approval under Manual until
+/// `approvedPlan` is its digest.
+fn plan_of<C: Component>(
+    cr: &C::Resource,
+    ctx: &Context<C>,
+    old: &ComponentStatus,
+    from: &str,
+    (installed, rendered): (&Rendered, &Rendered),
+    misfit: &Option<String>,
+) -> (
+    crate::render::upgrade_plan::Plan,
+    kubeflow_api::UpgradePlanStatus,
+) {
+    let manual = cr.common().shared.upgrade_strategy == Some(kubeflow_api::UpgradeStrategy::Manual);
+    let approved = cr.common().shared.approved_plan.as_deref();
+    let mut plan =
+        crate::render::upgrade_plan::Plan::compute(&installed.objects, &rendered.objects);
+    plan.overrides_not_applicable.extend(misfit.clone());
+    plan.actions = ctx
+        .component
+        .upgrade_actions(Some(cr), from, &rendered.version);
+    let mut published =
+        crate::render::upgrade_plan::published(from, &rendered.version, &plan, false);
+    published.awaiting_approval = manual && approved != Some(published.digest.as_str());
+    // An approved upgrade that has begun keeps going: its first pass
+    // writes objects (a generated key kept, a Secret's demo value dropped)
+    // that the next render of either version reads, so the recomputed
+    // digest moves away from the approved one; gating on it again would
+    // put the installed version back over a half-applied new one.
+    if published.awaiting_approval
+        && let Some(begun) = old.upgrade_plan.as_ref().filter(|p| {
+            !p.awaiting_approval
+                && p.from == from
+                && p.to == rendered.version
+                && approved == Some(p.digest.as_str())
+        })
+    {
+        published = begun.clone();
+    }
+    (plan, published)
 }
 
 /// Of the CRD versions an upgrade removes ("<crd> <version>"), those the

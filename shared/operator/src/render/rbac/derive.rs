@@ -34,32 +34,7 @@ pub fn component_rules(
     own: (&str, &str),
     permissions: &Permissions,
 ) -> Result<Rules, BundleError> {
-    let mut objects = Vec::new();
-    for folder in &permissions.bundles {
-        let dir = manifests_dir.join(folder);
-        for version in bundle::available_versions(&dir) {
-            let mut version_objects = bundle::load(manifests_dir, folder, &version)?.objects();
-            if let Some(adjust) = permissions.adjust {
-                adjust(&mut version_objects);
-            }
-            objects.extend(version_objects);
-        }
-    }
-    objects.extend(permissions.objects.iter().cloned());
-    if let Some(kinds) = &permissions.only_kinds {
-        objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
-    }
-    for (folder, kinds) in &permissions.partial {
-        let dir = manifests_dir.join(folder);
-        for version in bundle::available_versions(&dir) {
-            objects.extend(
-                bundle::load(manifests_dir, folder, &version)?
-                    .objects()
-                    .into_iter()
-                    .filter(|o| kinds.iter().any(|k| k == kind(o))),
-            );
-        }
-    }
+    let objects = applied_objects(manifests_dir, permissions)?;
     let mut rules = bundle_rules(&objects);
     // The engine claims a component's cluster scope by creating, reading,
     // taking over and finally deleting one empty ClusterRole.
@@ -89,6 +64,63 @@ pub fn component_rules(
             names: Vec::new(),
         });
     }
+    add_every_operators(&mut rules, own, claim);
+    rules.cluster.extend(permissions.extra.iter().cloned());
+    rules.cluster_per_namespace = permissions.extra_per_namespace.clone();
+    // The target namespace's Pod Security label is read before an apply.
+    rules.cluster_per_namespace.push(named(
+        "",
+        "namespaces",
+        &["{namespace}".to_string()],
+        &["get"],
+    ));
+    rules
+        .namespaced
+        .extend(permissions.extra_namespaced.iter().cloned());
+    rules.cluster = normalize(std::mem::take(&mut rules.cluster));
+    rules.namespaced = normalize(std::mem::take(&mut rules.namespaced));
+    Ok(rules)
+}
+
+/// Every object of every version the operator may apply: its bundles'
+/// (as it adjusts them), the objects it adds, the kinds it takes of others.
+fn applied_objects(
+    manifests_dir: &Path,
+    permissions: &Permissions,
+) -> Result<Vec<DynamicObject>, BundleError> {
+    let mut objects = Vec::new();
+    for folder in &permissions.bundles {
+        let dir = manifests_dir.join(folder);
+        for version in bundle::available_versions(&dir) {
+            let mut version_objects = bundle::load(manifests_dir, folder, &version)?.objects();
+            if let Some(adjust) = permissions.adjust {
+                adjust(&mut version_objects);
+            }
+            objects.extend(version_objects);
+        }
+    }
+    objects.extend(permissions.objects.iter().cloned());
+    if let Some(kinds) = &permissions.only_kinds {
+        objects.retain(|o| kinds.iter().any(|k| k == kind(o)));
+    }
+    for (folder, kinds) in &permissions.partial {
+        let dir = manifests_dir.join(folder);
+        for version in bundle::available_versions(&dir) {
+            objects.extend(
+                bundle::load(manifests_dir, folder, &version)?
+                    .objects()
+                    .into_iter()
+                    .filter(|o| kinds.iter().any(|k| k == kind(o))),
+            );
+        }
+    }
+    Ok(objects)
+}
+
+/// What every component operator does beyond its bundles: its own kind,
+/// the claim of its cluster scope (`claim`), CRDs read, Pods and the
+/// ConfigMaps a resource names read, Events written.
+fn add_every_operators(rules: &mut Rules, own: (&str, &str), claim: String) {
     rules.cluster.extend(own_kind(own.0, own.1));
     rules.cluster.push(named(
         RBAC_GROUP,
@@ -119,21 +151,6 @@ pub fn component_rules(
     rules
         .namespaced
         .push(rule("events.k8s.io", &["events"], &["create", "patch"]));
-    rules.cluster.extend(permissions.extra.iter().cloned());
-    rules.cluster_per_namespace = permissions.extra_per_namespace.clone();
-    // The target namespace's Pod Security label is read before an apply.
-    rules.cluster_per_namespace.push(named(
-        "",
-        "namespaces",
-        &["{namespace}".to_string()],
-        &["get"],
-    ));
-    rules
-        .namespaced
-        .extend(permissions.extra_namespaced.iter().cloned());
-    rules.cluster = normalize(std::mem::take(&mut rules.cluster));
-    rules.namespaced = normalize(std::mem::take(&mut rules.namespaced));
-    Ok(rules)
 }
 
 /// Plurals of the kinds the objects' CRDs define, by (group, kind).

@@ -85,22 +85,41 @@ fn gauge(
     Ok(g)
 }
 
+/// A registered gauge of float values (a timestamp).
+fn float_gauge(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<GaugeVec> {
+    let g = GaugeVec::new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+/// The reconcile time histogram, with controller-runtime's name and
+/// buckets from 5 ms to 30 s.
+fn reconcile_time(registry: &Registry) -> prometheus::Result<HistogramVec> {
+    let h = HistogramVec::new(
+        HistogramOpts::new(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+        )
+        .buckets(vec![
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+        ]),
+        &["controller"],
+    )?;
+    registry.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
 impl Metrics {
-    /// Registers every metric in a fresh registry. (Long on purpose: one
-    /// registration per metric, read as the list of what is exported.)
+    /// Registers every metric in a fresh registry: one registration per
+    /// metric, read as the list of what is exported.
     pub fn new() -> prometheus::Result<Self> {
         let registry = Registry::new();
-        let reconcile_time_seconds = HistogramVec::new(
-            HistogramOpts::new(
-                "controller_runtime_reconcile_time_seconds",
-                "Length of time per reconciliation per controller",
-            )
-            .buckets(vec![
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-            ]),
-            &["controller"],
-        )?;
-        registry.register(Box::new(reconcile_time_seconds.clone()))?;
+        let reconcile_time_seconds = reconcile_time(&registry)?;
         #[cfg(target_os = "linux")]
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -149,17 +168,12 @@ impl Metrics {
                 "Deployed version of a component CR",
                 &["controller", "kind", "namespace", "name", "version"],
             )?,
-            component_ready_transition: {
-                let g = GaugeVec::new(
-                    Opts::new(
-                        "kubeflow_component_ready_last_transition_timestamp_seconds",
-                        "When the component CR's Ready condition last changed",
-                    ),
-                    &["controller", "kind", "namespace", "name"],
-                )?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
+            component_ready_transition: float_gauge(
+                &registry,
+                "kubeflow_component_ready_last_transition_timestamp_seconds",
+                "When the component CR's Ready condition last changed",
+                &["controller", "kind", "namespace", "name"],
+            )?,
             versions: Arc::default(),
             leader: gauge(
                 &registry,

@@ -57,95 +57,22 @@ pub(super) fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
     }
     for o in objects {
         let name = o.metadata.name.clone().unwrap_or_default();
-        let rules = || -> Vec<PolicyRule> {
-            serde_json::from_value(o.data["rules"].clone()).unwrap_or_default()
-        };
         match kind(o) {
-            "ClusterRole" => {
-                let aggregated = o.data.get("aggregationRule").is_some_and(|a| !a.is_null());
-                let entry = b.cluster_roles.entry(name.clone()).or_default();
-                if !aggregated {
-                    entry.extend(rules().iter().map(rule_key));
-                }
-                for s in o
-                    .data
-                    .pointer("/aggregationRule/clusterRoleSelectors")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let labels: BTreeMap<String, String> = s
-                        .get("matchLabels")
-                        .and_then(|m| serde_json::from_value(m.clone()).ok())
-                        .unwrap_or_default();
-                    b.selectors.insert((name.clone(), labels));
-                }
-                for (k, v) in o.metadata.labels.iter().flatten() {
-                    if is_aggregation_label(k) {
-                        b.aggregation_labels.insert(format!("{name} {k}={v}"));
-                    }
-                }
-            }
+            "ClusterRole" => b.add_cluster_role(o, name),
             "Role" => {
-                let entry = b.roles.entry(name.clone()).or_default();
-                entry.extend(rules().iter().map(rule_key));
+                let entry = b.roles.entry(name).or_default();
+                entry.extend(rules(o).iter().map(rule_key));
             }
             k @ ("ClusterRoleBinding" | "RoleBinding") => {
-                let (roles, subjects) = if k == "RoleBinding" {
-                    (&mut b.binding_roles, &mut b.binding_subjects)
-                } else {
-                    (
-                        &mut b.cluster_binding_roles,
-                        &mut b.cluster_binding_subjects,
-                    )
-                };
-                let r = &o.data["roleRef"];
-                let role = format!(
-                    "{}/{}",
-                    r["kind"].as_str().unwrap_or_default(),
-                    r["name"].as_str().unwrap_or_default()
-                );
-                add(roles, &name, role);
-                subjects.entry(name.clone()).or_default();
-                for s in o.data["subjects"].as_array().into_iter().flatten() {
-                    let subject = format!(
-                        "{}/{}",
-                        s["kind"].as_str().unwrap_or_default(),
-                        s["name"].as_str().unwrap_or_default()
-                    );
-                    add(subjects, &name, subject);
-                }
+                b.add_binding(o, name, k == "RoleBinding");
             }
             "ServiceAccount" => {
                 b.service_accounts.insert(name);
             }
-            "CustomResourceDefinition" => {
-                let entry = b.crds.entry(name.clone()).or_default();
-                if let Some(service) = o
-                    .data
-                    .pointer("/spec/conversion/webhook/clientConfig/service")
-                {
-                    entry.insert(format!(
-                        "{} {}",
-                        service["name"].as_str().unwrap_or_default(),
-                        service["path"].as_str().unwrap_or_default()
-                    ));
-                }
-            }
+            "CustomResourceDefinition" => b.add_crd(o, name),
             k @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
                 let resource = WEBHOOK_CONFIGS[usize::from(k.starts_with('V'))];
-                let configs = b.webhooks.entry(resource).or_default();
-                configs.entry(name.clone()).or_default();
-                for w in o.data["webhooks"].as_array().into_iter().flatten() {
-                    let service = &w["clientConfig"]["service"];
-                    let key = format!(
-                        "{} {} {}",
-                        w["name"].as_str().unwrap_or_default(),
-                        service["name"].as_str().unwrap_or_default(),
-                        service["path"].as_str().unwrap_or_default()
-                    );
-                    add(configs, &name, key);
-                }
+                b.add_webhook_config(o, name, resource);
             }
             k => {
                 if let Some((_, resource)) = WORKLOADS.iter().find(|(w, _)| *w == k) {
@@ -153,33 +80,131 @@ pub(super) fn read(objects: &[DynamicObject], extra: &Extra<'_>) -> Bundled {
                         Some(suffix) => format!("*{suffix}"),
                         None => name,
                     };
-                    let pod = &o.data["spec"]["template"]["spec"];
-                    let account = pod["serviceAccountName"]
-                        .as_str()
-                        .or(pod["serviceAccount"].as_str())
-                        .unwrap_or("default");
-                    add(
-                        b.accounts.entry(resource).or_default(),
-                        &name,
-                        account.to_string(),
-                    );
-                    let features = b.features.entry(resource).or_default();
-                    let entry = features.entry(name.clone()).or_default();
-                    entry.extend(host_features(pod));
-                    let images = b.images.entry(resource).or_default();
-                    images.entry(name.clone()).or_default();
-                    let paths = b.image_paths.entry(resource).or_default();
-                    paths.entry(name.clone()).or_default();
-                    for image in pod_images(pod) {
-                        let repo = repository(&image).to_string();
-                        add(paths, &name, mirror_path(&repo));
-                        add(images, &name, repo);
-                    }
+                    b.add_workload(o, name, resource);
                 }
             }
         }
     }
     b
+}
+
+/// A role's rules.
+fn rules(o: &DynamicObject) -> Vec<PolicyRule> {
+    serde_json::from_value(o.data["rules"].clone()).unwrap_or_default()
+}
+
+/// `kind/name` of a role reference or a subject.
+fn kind_and_name(v: &Value) -> String {
+    format!(
+        "{}/{}",
+        v["kind"].as_str().unwrap_or_default(),
+        v["name"].as_str().unwrap_or_default()
+    )
+}
+
+impl Bundled {
+    /// A ClusterRole's rules (none for an aggregated one: the aggregation
+    /// controller writes them), its aggregation selectors and labels.
+    fn add_cluster_role(&mut self, o: &DynamicObject, name: String) {
+        let aggregated = o.data.get("aggregationRule").is_some_and(|a| !a.is_null());
+        let entry = self.cluster_roles.entry(name.clone()).or_default();
+        if !aggregated {
+            entry.extend(rules(o).iter().map(rule_key));
+        }
+        for s in o
+            .data
+            .pointer("/aggregationRule/clusterRoleSelectors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let labels: BTreeMap<String, String> = s
+                .get("matchLabels")
+                .and_then(|m| serde_json::from_value(m.clone()).ok())
+                .unwrap_or_default();
+            self.selectors.insert((name.clone(), labels));
+        }
+        for (k, v) in o.metadata.labels.iter().flatten() {
+            if is_aggregation_label(k) {
+                self.aggregation_labels.insert(format!("{name} {k}={v}"));
+            }
+        }
+    }
+
+    /// A binding's role reference and subjects.
+    fn add_binding(&mut self, o: &DynamicObject, name: String, namespaced: bool) {
+        let (roles, subjects) = if namespaced {
+            (&mut self.binding_roles, &mut self.binding_subjects)
+        } else {
+            (
+                &mut self.cluster_binding_roles,
+                &mut self.cluster_binding_subjects,
+            )
+        };
+        add(roles, &name, kind_and_name(&o.data["roleRef"]));
+        subjects.entry(name.clone()).or_default();
+        for s in o.data["subjects"].as_array().into_iter().flatten() {
+            add(subjects, &name, kind_and_name(s));
+        }
+    }
+
+    /// A CRD, and its conversion webhook's service and path.
+    fn add_crd(&mut self, o: &DynamicObject, name: String) {
+        let entry = self.crds.entry(name).or_default();
+        if let Some(service) = o
+            .data
+            .pointer("/spec/conversion/webhook/clientConfig/service")
+        {
+            entry.insert(format!(
+                "{} {}",
+                service["name"].as_str().unwrap_or_default(),
+                service["path"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+
+    /// A webhook configuration's webhooks: name, service and path of each.
+    fn add_webhook_config(&mut self, o: &DynamicObject, name: String, resource: &'static str) {
+        let configs = self.webhooks.entry(resource).or_default();
+        configs.entry(name.clone()).or_default();
+        for w in o.data["webhooks"].as_array().into_iter().flatten() {
+            let service = &w["clientConfig"]["service"];
+            let key = format!(
+                "{} {} {}",
+                w["name"].as_str().unwrap_or_default(),
+                service["name"].as_str().unwrap_or_default(),
+                service["path"].as_str().unwrap_or_default()
+            );
+            add(configs, &name, key);
+        }
+    }
+
+    /// A workload's ServiceAccount, host features and images (with the path
+    /// each has under a mirror).
+    fn add_workload(&mut self, o: &DynamicObject, name: String, resource: &'static str) {
+        let pod = &o.data["spec"]["template"]["spec"];
+        let account = pod["serviceAccountName"]
+            .as_str()
+            .or(pod["serviceAccount"].as_str())
+            .unwrap_or("default");
+        add(
+            self.accounts.entry(resource).or_default(),
+            &name,
+            account.to_string(),
+        );
+        let features = self.features.entry(resource).or_default();
+        let entry = features.entry(name.clone()).or_default();
+        entry.extend(host_features(pod));
+        let images = self.images.entry(resource).or_default();
+        images.entry(name.clone()).or_default();
+        let paths = self.image_paths.entry(resource).or_default();
+        paths.entry(name.clone()).or_default();
+        for image in pod_images(pod) {
+            let repo = repository(&image).to_string();
+            add(paths, &name, mirror_path(&repo));
+            add(images, &name, repo);
+        }
+    }
 }
 
 /// The images of a pod spec's containers and init containers.

@@ -8,6 +8,14 @@ use super::{Check, Extra, RULE_KEY};
 
 /// The checks of ClusterRoles, Roles, ClusterRoleBindings and RoleBindings.
 pub(super) fn checks(b: &Bundled, extra: &Extra<'_>) -> Vec<Check> {
+    let mut out = role_checks(b);
+    out.extend(binding_checks(extra));
+    out
+}
+
+/// What a ClusterRole's aggregationRule may select: the bundles' selectors,
+/// each on its own role.
+fn allowed_selector(b: &Bundled) -> String {
     let selector_clauses: Vec<String> = b
         .selectors
         .iter()
@@ -23,24 +31,25 @@ pub(super) fn checks(b: &Bundled, extra: &Extra<'_>) -> Vec<Check> {
             )
         })
         .collect();
-    let allowed_selector = if selector_clauses.is_empty() {
+    if selector_clauses.is_empty() {
         "false".to_string()
     } else {
         selector_clauses.join(" || ")
-    };
-    let rules_in = |var: &str| {
-        format!(
-            "{} || object.rules.all(r, ({RULE_KEY}) in variables.{var}[object.metadata.name])",
-            empty("object.rules")
-        )
-    };
-    let subjects_in = |var: &str| {
-        format!(
-            "{} || object.subjects.all(s, (s.kind + '/' + s.name) in variables.{var}[object.metadata.name] && \
-             (s.kind != 'ServiceAccount' || (has(s.namespace) && s.namespace in variables.allowedNamespaces)))",
-            empty("object.subjects")
-        )
-    };
+    }
+}
+
+/// The rules of the role being written are among those its bundles give
+/// it (`var`: the variable holding them by role name).
+fn rules_in(var: &str) -> String {
+    format!(
+        "{} || object.rules.all(r, ({RULE_KEY}) in variables.{var}[object.metadata.name])",
+        empty("object.rules")
+    )
+}
+
+/// The checks of ClusterRoles and Roles.
+fn role_checks(b: &Bundled) -> Vec<Check> {
+    let allowed_selector = allowed_selector(b);
     vec![
         check(
             &["clusterroles"],
@@ -88,6 +97,19 @@ pub(super) fn checks(b: &Bundled, extra: &Extra<'_>) -> Vec<Check> {
             ),
             "the operator may write only its bundles' Roles, each with the rules the bundles give it",
         ),
+    ]
+}
+
+/// The checks of ClusterRoleBindings and RoleBindings.
+fn binding_checks(extra: &Extra<'_>) -> Vec<Check> {
+    let subjects_in = |var: &str| {
+        format!(
+            "{} || object.subjects.all(s, (s.kind + '/' + s.name) in variables.{var}[object.metadata.name] && \
+             (s.kind != 'ServiceAccount' || (has(s.namespace) && s.namespace in variables.allowedNamespaces)))",
+            empty("object.subjects")
+        )
+    };
+    vec![
         check(
             &["clusterrolebindings"],
             format!(
