@@ -52,26 +52,29 @@ impl RunTimeObject {
 }
 
 /// `permissions` with `delete` on each run-time object: in the allowed
-/// namespaces, or cluster-wide per allowed namespace.
+/// namespaces, or cluster-wide per allowed namespace; one rule per
+/// resource, naming each of its objects.
 pub(super) fn with_run_time_objects(
     permissions: Permissions,
     objects: &[RunTimeObject],
 ) -> Permissions {
-    let rule =
-        |o: &RunTimeObject| rbac::named(o.group, o.plural, &[o.name.to_string()], &["delete"]);
+    let rules = |scope: RunTimeScope| {
+        let mut names: std::collections::BTreeMap<(&str, &str), Vec<String>> =
+            std::collections::BTreeMap::new();
+        for o in objects.iter().filter(|o| o.scope == scope) {
+            names
+                .entry((o.group, o.plural))
+                .or_default()
+                .push(o.name.to_string());
+        }
+        names
+            .into_iter()
+            .map(|((group, plural), names)| rbac::named(group, plural, &names, &["delete"]))
+            .collect::<Vec<_>>()
+    };
     permissions
-        .with_namespaced(
-            objects
-                .iter()
-                .filter(|o| o.scope == RunTimeScope::ResourceNamespace)
-                .map(rule),
-        )
-        .with_per_namespace(
-            objects
-                .iter()
-                .filter(|o| o.scope == RunTimeScope::Cluster)
-                .map(rule),
-        )
+        .with_namespaced(rules(RunTimeScope::ResourceNamespace))
+        .with_per_namespace(rules(RunTimeScope::Cluster))
 }
 
 /// The removal's handle on what the component's programs made at run time:
@@ -227,13 +230,18 @@ mod tests {
             version: "v1",
             ..in_namespace("Lease", "leases", "lock")
         };
-        let p = with_run_time_objects(Permissions::bundles(&["c"]), &[WEBHOOK, lease]);
+        let other = RunTimeObject {
+            name: "other-lock",
+            ..lease
+        };
+        let p = with_run_time_objects(Permissions::bundles(&["c"]), &[WEBHOOK, lease, other]);
+        // One rule per resource, naming each object.
         assert_eq!(
             p.extra_namespaced,
             [rbac::named(
                 "coordination.k8s.io",
                 "leases",
-                &["lock".to_string()],
+                &["lock".to_string(), "other-lock".to_string()],
                 &["delete"]
             )]
         );
