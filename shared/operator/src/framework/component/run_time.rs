@@ -171,7 +171,7 @@ mod tests {
         version: "v1",
         kind: "MutatingWebhookConfiguration",
         plural: "mutatingwebhookconfigurations",
-        name: "cache-webhook-{namespace}",
+        name: "run-time-webhook-{namespace}",
         scope: RunTimeScope::Cluster,
     };
 
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(
             objects.deleted(),
             [
-                "MutatingWebhookConfiguration cache-webhook-kubeflow",
+                "MutatingWebhookConfiguration run-time-webhook-kubeflow",
                 "Secret kubeflow/cert"
             ]
         );
@@ -250,7 +250,7 @@ mod tests {
             [rbac::named(
                 "admissionregistration.k8s.io",
                 "mutatingwebhookconfigurations",
-                &["cache-webhook-{namespace}".to_string()],
+                &["run-time-webhook-{namespace}".to_string()],
                 &["delete"]
             )]
         );
