@@ -933,35 +933,6 @@ async fn a_watch_of_a_custom_kind_starts_once_its_crd_exists() {
         .expect("the late watch's list asks for a reconcile of every CR")
         .expect("the signal stream is open");
     watching.abort();
-    // A watch whose CRD is there when it starts starts with the operator:
-    // its first list owes nothing, like a built-in kind's.
-    let mut at_start = LiveIndexBuilder::default();
-    let stream = at_start.watch(
-        &client,
-        &resource,
-        Some(&ns.name),
-        Some(crd_name),
-        watcher::Config::default().labels("gate=test"),
-        "widgets".into(),
-    );
-    let mut relisted = at_start.relisted();
-    let watching = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
-    let at_start = at_start.build();
-    wait_for(
-        "the watch of a CRD there at start to see the widget",
-        Duration::from_secs(30),
-        || async {
-            (at_start.resource_version(&key) == created.metadata.resource_version).then_some(())
-        },
-    )
-    .await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), relisted.next())
-            .await
-            .is_err(),
-        "the first list of a watch whose CRD was there at start asked for a reconcile of every CR"
-    );
-    watching.abort();
     ns.delete().await;
     let _ = crds.delete(crd_name, &DeleteParams::default()).await;
 }

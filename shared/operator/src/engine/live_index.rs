@@ -133,23 +133,16 @@ impl CrdPresence {
         }
     }
 
-    /// Resolves once the CRD `name` exists: whether it was in the first
-    /// list of all CRDs, so there when the operator started.
-    async fn exists(mut self, name: String) -> bool {
+    /// Resolves once the CRD `name` exists.
+    async fn exists(mut self, name: String) {
         let key = ObjectRef::new_with(&name, self.resource.clone());
-        if self.store.wait_until_ready().await.is_err() {
-            // The CRD watch ended (the process is stopping): never start.
-            return futures::future::pending::<bool>().await;
-        }
-        if self.store.get(&key).is_some() {
-            return true;
-        }
         loop {
-            if self.changed.changed().await.is_err() {
-                return futures::future::pending::<bool>().await;
-            }
             if self.store.get(&key).is_some() {
-                return false;
+                return;
+            }
+            if self.changed.changed().await.is_err() {
+                // The CRD watch ended (the process is stopping): never start.
+                futures::future::pending::<()>().await;
             }
         }
     }
@@ -187,9 +180,7 @@ impl LiveIndexBuilder {
             Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
             None => Api::all_with(client.clone(), resource),
         };
-        // Whether the watch starts with the operator: its kind is built in,
-        // or its CRD was there at start.
-        let ready: futures::future::BoxFuture<'static, bool> = match crd {
+        let ready: futures::future::BoxFuture<'static, ()> = match crd {
             Some(name) => {
                 let presence = self
                     .crds
@@ -197,18 +188,18 @@ impl LiveIndexBuilder {
                     .clone();
                 Box::pin(presence.exists(name.to_string()))
             }
-            None => Box::pin(futures::future::ready(true)),
+            None => Box::pin(futures::future::ready(())),
         };
         let own = self.own_manager.clone();
         let relisted = self.relisted_sender();
+        // A watch started with the operator is listed before or while its CRs
+        // are first reconciled, and those reconciles read what the index does
+        // not hold: its first list owes nothing. A watch that waited for its
+        // CRD started after them.
+        let mut lists_owed = usize::from(crd.is_none());
         let listed = what.clone();
         let objects = ready
-            .map(move |with_the_operator| {
-                // A watch started with the operator is listed before or while
-                // its CRs are first reconciled, and those reconciles read what
-                // the index does not hold: its first list owes nothing. A
-                // watch that waited for its CRD started after them.
-                let mut lists_owed = usize::from(with_the_operator);
+            .map(move |()| {
                 watcher::watcher(api, config)
                     .backoff(WatchBackoff::default())
                     .modify(move |o: &mut MetaObject| {
