@@ -136,6 +136,15 @@ impl OperatorProcess {
                 .await
                 .unwrap_or_else(|e| panic!("{e:#}"))
         };
+        // The series appears with the operator's first write: an install a
+        // test saw finish may still be the operator's first pass, so it
+        // gets 60 s to appear before its absence fails the check.
+        let started = std::time::Instant::now();
+        while writes_at(&self.metrics_addr, true).await.is_err()
+            && started.elapsed() < std::time::Duration::from_secs(60)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
         let mut last = read().await;
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
