@@ -266,6 +266,23 @@ pub fn left_out(why: &str) {
     eprintln!("{why}: left out");
 }
 
+/// Whether the cluster can run the real node; a clear failure where not,
+/// unless left out on purpose (`KUBEFLOW_E2E_REAL_NODE=0`), then `what` is
+/// left out.
+pub fn real_node_possible(what: &str) -> bool {
+    if cluster_cmd(&["node-enabled"]).is_ok() {
+        return true;
+    }
+    assert_eq!(
+        std::env::var("KUBEFLOW_E2E_REAL_NODE").as_deref(),
+        Ok("0"),
+        "the cluster cannot run a real node: run e2e/cluster as root (or set \
+         KUBEFLOW_E2E_REAL_NODE=0 to leave these tests out on purpose)"
+    );
+    left_out(&format!("no real node (KUBEFLOW_E2E_REAL_NODE=0): {what}"));
+    false
+}
+
 /// Parses multi-document YAML into objects (empty documents skipped).
 pub fn parse_yaml(text: &str) -> Vec<DynamicObject> {
     text.split("\n---")

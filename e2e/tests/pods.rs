@@ -26,22 +26,6 @@ use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Whether the cluster can run the real node; a clear failure where not,
-/// unless left out on purpose.
-fn real_node_possible() -> bool {
-    if kubeflow_e2e::cluster_cmd(&["node-enabled"]).is_ok() {
-        return true;
-    }
-    assert_eq!(
-        std::env::var("KUBEFLOW_E2E_REAL_NODE").as_deref(),
-        Ok("0"),
-        "the cluster cannot run a real node: run e2e/cluster as root (or set \
-         KUBEFLOW_E2E_REAL_NODE=0 to leave these tests out on purpose)"
-    );
-    kubeflow_e2e::left_out("no real node (KUBEFLOW_E2E_REAL_NODE=0): pod tests");
-    false
-}
-
 fn operator_pods() -> Vec<Value> {
     let out = tool_ok(
         "kubectl",
@@ -106,7 +90,7 @@ fn probe_counts(node: &str) -> BTreeMap<(String, String, String), f64> {
 
 #[tokio::test]
 async fn the_charts_operators_run_as_pods_on_the_real_node() {
-    if !real_node_possible() {
+    if !kubeflow_e2e::real_node_possible("pod tests") {
         return;
     }
     let (client, _g) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;

@@ -47,6 +47,16 @@ fn found_in(o: &DynamicObject) -> Vec<(String, String)> {
     found
 }
 
+/// The untagged container images of one object: replaced only where they
+/// are a whole string.
+fn untagged_in(o: &DynamicObject) -> BTreeSet<String> {
+    found_in(o)
+        .into_iter()
+        .filter(|(path, image)| path.ends_with(".image") && is_untagged(image))
+        .map(|(_, image)| image)
+        .collect()
+}
+
 /// The references written in the object's strings (hubs included, composed
 /// images not), longest first so that a shorter one inside a longer one is
 /// never replaced first.
@@ -83,6 +93,18 @@ fn reference() -> Option<&'static Regex> {
 pub fn is_image(s: &str) -> bool {
     let last = s.rsplit('/').next().unwrap_or(s);
     (last.contains(':') || s.contains('@'))
+        && !s.starts_with('/')
+        && s.len() <= kubeflow_api::IMAGE_MAX_LENGTH
+        && reference().is_some_and(|r| r.is_match(s))
+}
+
+/// Whether `s` is an image without tag or digest (`busybox`: its `latest`).
+/// Only a container's `image` field is read so: anywhere else such a word
+/// is no image.
+fn is_untagged(s: &str) -> bool {
+    let last = s.rsplit('/').next().unwrap_or(s);
+    !last.contains(':')
+        && !s.contains('@')
         && !s.starts_with('/')
         && s.len() <= kubeflow_api::IMAGE_MAX_LENGTH
         && reference().is_some_and(|r| r.is_match(s))
@@ -316,6 +338,16 @@ fn walk_map(
     }
     for (k, x) in m {
         let here = format!("{path}.{k}");
+        // A container's image, even untagged (the model catalog's init
+        // container runs `busybox`): it must move and be pinned like any
+        // other, or an air-gapped node pulls it from Docker Hub.
+        if k == "image"
+            && m.contains_key("name")
+            && let Some(s) = x.as_str().filter(|s| is_untagged(s))
+        {
+            out.push((here, s.to_string()));
+            continue;
+        }
         if k == "hub"
             && x.as_str()
                 .is_some_and(|h| registry_of(&format!("{h}/x")).is_some())
@@ -376,9 +408,9 @@ fn parse_blob(s: &str) -> Option<(Value, &'static str)> {
 /// in strings keep their formatting.
 pub fn move_to(objects: &mut [DynamicObject], registry: &str) {
     for o in objects.iter_mut() {
-        let images = written_in(o);
+        let untagged = untagged_in(o);
+        let images = written_in(o).into_iter().filter(|i| !untagged.contains(i));
         let moves: Vec<(String, String)> = images
-            .into_iter()
             .map(|i| {
                 let to = if is_image(&i) {
                     moved(&i, registry)
@@ -392,6 +424,37 @@ pub fn move_to(objects: &mut [DynamicObject], registry: &str) {
             })
             .collect();
         replace_strings(&mut o.data, &moves);
+        let untagged: Vec<(String, String)> = untagged
+            .into_iter()
+            .map(|i| {
+                let to = moved(&i, registry);
+                (i, to)
+            })
+            .collect();
+        set_untagged(&mut o.data, &untagged);
+    }
+}
+
+/// Replaces untagged container images (`from` of `moves`) where they are a
+/// container's `image` and nowhere else: in any other string such a word
+/// (`busybox`) is no image.
+fn set_untagged(v: &mut Value, moves: &[(String, String)]) {
+    match v {
+        Value::Object(m) => {
+            let container = m.contains_key("name");
+            for (k, x) in m.iter_mut() {
+                match x {
+                    Value::String(s) if container && k == "image" => {
+                        if let Some((_, to)) = moves.iter().find(|(from, _)| from == s) {
+                            *s = to.clone();
+                        }
+                    }
+                    _ => set_untagged(x, moves),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| set_untagged(x, moves)),
+        _ => {}
     }
 }
 
@@ -433,7 +496,7 @@ pub fn parse_digests(text: &str) -> Result<std::collections::BTreeMap<String, St
             Some((image, d)) => (image, d.trim()),
             None => line.split_once('@').unwrap_or((line, "")),
         };
-        if !is_image(image) || !digest(d) {
+        if !(is_image(image) || is_untagged(image)) || !digest(d) {
             return Err(format!(
                 "line {}: {line:?} is not `<image> sha256:<64 hex digits>` (or `<image>@sha256:...`)",
                 i + 1
@@ -451,10 +514,11 @@ pub fn pin(
     objects: &mut [DynamicObject],
     digests: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), Vec<String>> {
+    let untagged: BTreeSet<String> = objects.iter().flat_map(untagged_in).collect();
     let mut written: Vec<String> = objects
         .iter()
         .flat_map(written_in)
-        .filter(|i| is_image(i) && !i.contains('@'))
+        .filter(|i| (is_image(i) || untagged.contains(i)) && !i.contains('@'))
         .collect();
     written.sort();
     written.dedup();
@@ -474,8 +538,11 @@ pub fn pin(
         })
         .collect();
     moves.sort_by_key(|(i, _)| std::cmp::Reverse(i.len()));
+    let (untagged_moves, moves): (Vec<_>, Vec<_>) =
+        moves.into_iter().partition(|(i, _)| untagged.contains(i));
     for o in objects.iter_mut() {
         replace_strings(&mut o.data, &moves);
+        set_untagged(&mut o.data, &untagged_moves);
     }
     Ok(())
 }
@@ -590,6 +657,47 @@ mod tests {
         assert!(e.contains("255"), "{e}");
         assert_eq!(name_of("a.io/b/c:v1@sha256:00"), "a.io/b/c");
         assert_eq!(name_of("a.io:5000/b/c"), "a.io:5000/b/c");
+    }
+
+    #[test]
+    fn an_untagged_container_image_moves_and_pins_and_nothing_else_does() {
+        let d = "sha256:".to_string() + &"b".repeat(64);
+        let deployment = || {
+            obj(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+                "spec": {"template": {"spec": {
+                    "initContainers": [{"name": "i", "image": "busybox",
+                        "command": ["/bin/busybox", "sh", "-c", "echo busybox"]}],
+                    "containers": [{"name": "c", "image": "ghcr.io/a/b:1",
+                        "env": [{"name": "TOOL", "value": "busybox"}]}],
+                }}},
+            }))
+        };
+        let mut objects = vec![deployment()];
+        assert_eq!(distinct(&find(&objects)), ["busybox", "ghcr.io/a/b:1"]);
+        move_to(&mut objects, "registry.local:5000");
+        let pod = &objects[0].data["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["initContainers"][0]["image"],
+            "registry.local:5000/library/busybox"
+        );
+        assert_eq!(
+            pod["initContainers"][0]["command"],
+            json!(["/bin/busybox", "sh", "-c", "echo busybox"])
+        );
+        assert_eq!(pod["containers"][0]["env"][0]["value"], "busybox");
+
+        let mut objects = vec![deployment()];
+        let map = parse_digests(&format!("ghcr.io/a/b:1 {d}\n")).expect("map");
+        assert_eq!(pin(&mut objects, &map), Err(vec!["busybox".to_string()]));
+        let map = parse_digests(&format!("ghcr.io/a/b:1 {d}\nbusybox {d}\n")).expect("map");
+        pin(&mut objects, &map).expect("pinned");
+        let pod = &objects[0].data["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["initContainers"][0]["image"],
+            json!(format!("busybox@{d}"))
+        );
+        assert_eq!(pod["initContainers"][0]["command"][0], "/bin/busybox");
     }
 
     #[test]
