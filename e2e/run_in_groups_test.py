@@ -72,11 +72,13 @@ def simulate(queue, clock, actual):
 
 class QueueTest(unittest.TestCase):
     NAMES = ["approval", "auth", "bundles", "faults", "installed", "library",
-             "meta", "overrides", "refusals", "serving", "slow_api", "images", "pods"]
+             "meta", "overrides", "refusals", "serving", "slow_api", "images", "pods",
+             "workloads"]
     SIDE = ["chart", "prerequisites"]
     TIMES = {"approval": 45, "auth": 10, "bundles": 24, "faults": 57, "installed": 365,
              "library": 153, "meta": 87, "overrides": 53, "refusals": 82, "serving": 64,
-             "slow_api": 291, "images": 3, "pods": 141, "chart": 11, "prerequisites": 1}
+             "slow_api": 291, "images": 3, "pods": 141, "workloads": 160, "chart": 11,
+             "prerequisites": 1}
 
     def run_with(self, seed, noise):
         with tempfile.TemporaryDirectory() as tmp:
@@ -115,12 +117,15 @@ class QueueTest(unittest.TestCase):
             self.assertEqual(shared, sorted(shared), f"group {g}")
 
     def test_the_cluster_groups_end_close_together(self):
-        # Within the longest binary that is not the shared install's: the
-        # groups cannot end closer than the binaries allow.
+        # Within the real node's binaries, which group 0 must run last,
+        # together (304 s here; with times 25% off the plan the groups
+        # cannot end closer). Taking only the next binary in cargo's order
+        # before them left up to 285 s.
+        real = sum(self.TIMES[n] for n in rig.NEEDS_REAL_NODE)
         for seed in range(20):
             _, _, ran = self.run_with(seed=seed, noise=0.25)
             ends = [ran[g][-1][2] for g in (0, 1)]
-            self.assertLess(abs(ends[0] - ends[1]), 160, f"seed {seed}: {ends}")
+            self.assertLess(abs(ends[0] - ends[1]), 0.75 * real, f"seed {seed}: {ends}")
 
     def test_a_kept_time_is_the_mean_of_the_last_two(self):
         with tempfile.TemporaryDirectory() as tmp:
