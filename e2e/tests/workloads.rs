@@ -320,38 +320,33 @@ fn import_stand_in(s: &StandIn, work: &Path) {
         ],
     );
     kubeflow_e2e::cluster_cmd(&["import", STAND_IN, &archive_s]).expect("import the stand-in");
+    let mut names = Vec::new();
     for image in &s.images {
         assert!(
             image.starts_with(&format!("{STAND_IN}/")),
             "{image} did not move to the mirror: imageRegistry missed it"
         );
-        // A reference with tag and digest is looked up by its digest.
-        let names: Vec<String> = match image.split_once('@') {
+        match image.split_once('@') {
+            // A reference with tag and digest is looked up by its digest.
             Some((named, digest)) => {
                 let name = match named.rsplit_once(':') {
                     Some((n, tag)) if !tag.contains('/') => n,
                     _ => named,
                 };
-                vec![image.clone(), format!("{name}@{digest}")]
+                names.push(image.clone());
+                names.push(format!("{name}@{digest}"));
             }
             // An untagged one is looked up as its `latest`.
             None if !image.rsplit('/').next().unwrap_or_default().contains(':') => {
-                vec![format!("{image}:latest")]
+                names.push(format!("{image}:latest"));
             }
-            None => vec![image.clone()],
-        };
-        for n in names {
-            kubeflow_e2e::cluster_cmd(&[
-                "ctr",
-                "images",
-                "tag",
-                "--force",
-                &format!("{STAND_IN}:1"),
-                &n,
-            ])
-            .unwrap_or_else(|e| panic!("tag {n}: {e}"));
+            None => names.push(image.clone()),
         }
     }
+    let source = format!("{STAND_IN}:1");
+    let mut args = vec!["ctr", "images", "tag", "--force", source.as_str()];
+    args.extend(names.iter().map(String::as_str));
+    kubeflow_e2e::cluster_cmd(&args).unwrap_or_else(|e| panic!("tag the stand-in: {e}"));
 }
 
 /// Each component's overrides that put its workloads on the real node.
@@ -935,8 +930,9 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
         return;
     }
     let mut fresh = FreshNode::stop_if_running();
-    let (client, _serial) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
+    let (client, mut phases) = prepare(&ALL_KINDS, &ALL_COMPONENTS).await;
     clear_leftovers(&client).await;
+    phases.phase("leftovers swept, the node stopped");
     let (demo, _) = Demo::up_with_env(
         "workloads",
         PORT_BASE,
@@ -953,12 +949,15 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
         "every component has its workloads here"
     );
 
+    phases.phase("the demo installed on kwok");
     let node = fresh.up();
+    phases.phase("the real node up");
     let stand_in = stand_in_for(&workloads);
     import_stand_in(
         &stand_in,
         &kubeflow_e2e::operator::target_dir().join("e2e-stand-in"),
     );
+    phases.phase("the stand-in image built and tagged");
     make_run_time_objects(&client, &workloads).await;
     fresh.folders = volume_folders(&client).await;
     let label = LinuxLabel::set(&node);
@@ -969,7 +968,9 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
     )
     .await;
     wait_all_running(&client, &workloads, &node).await;
+    phases.phase("every workload running on the real node");
     a_missing_secret_is_caught(&client, &demo, &workloads, &node).await;
+    phases.phase("a missing Secret caught");
 
     // Back to kwok: nothing of this test stays on the node.
     drop(label);
@@ -1003,4 +1004,5 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
         },
     )
     .await;
+    phases.phase("back on kwok");
 }
