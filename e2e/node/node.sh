@@ -317,18 +317,26 @@ stop_pid_file() {
 # settings) and removes its Node object when the API server answers; the
 # API server's address stays until `down`.
 node_stop() {
-  # Containers first, while containerd still answers: killing a task ends
-  # its shim once the task is deleted.
+  # The kubelet first: while it runs it starts again what is killed (CI run
+  # 47: a sandbox it restarted during the kills outlived the node, with its
+  # shim, in the kubepods cgroups).
+  stop_pid_file "$STATE_DIR/pids/kubelet"
+  rm -f "$STATE_DIR/pids/kubelet"
+  # Then the containers, while containerd still answers: killing a task
+  # ends its shim once the task is deleted.
   if running containerd; then
-    local t
-    for t in $(node_ctr tasks ls -q 2>/dev/null); do
-      node_ctr tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
+    local t tries
+    for tries in 1 2 3 4 5; do
+      [ -z "$(node_ctr tasks ls -q 2>/dev/null)" ] && break
+      for t in $(node_ctr tasks ls -q 2>/dev/null); do
+        node_ctr tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
+      done
+      sleep 0.5
+      for t in $(node_ctr tasks ls -q 2>/dev/null); do node_ctr tasks rm -f "$t" >/dev/null 2>&1 || true; done
     done
-    sleep 0.5
-    for t in $(node_ctr tasks ls -q 2>/dev/null); do node_ctr tasks rm -f "$t" >/dev/null 2>&1 || true; done
   fi
   local name
-  for name in kubelet kube-proxy containerd; do stop_pid_file "$STATE_DIR/pids/$name"; rm -f "$STATE_DIR/pids/$name"; done
+  for name in kube-proxy containerd; do stop_pid_file "$STATE_DIR/pids/$name"; rm -f "$STATE_DIR/pids/$name"; done
   # Shims left (a task containerd could not delete) by the pid files they wrote.
   if [ -d "$NODE_RUN" ]; then
     local f
@@ -361,8 +369,15 @@ node_stop() {
     while IFS= read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done < <(mounts_under "$prefix")
   done
   if ip link show "$BRIDGE_IF" >/dev/null 2>&1; then ip link del "$BRIDGE_IF"; fi
-  # The kubelet's cgroups, empty now that their processes are gone.
-  local dir
+  # The kubelet's cgroups, empty now that their processes are gone. A
+  # container process its shim's end left behind is still in one: the
+  # kubepods cgroups hold only this node's containers, so their members
+  # are processes this node started.
+  local dir pid
+  for pid in $(find /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  [ -d /sys/fs/cgroup/pids/kubepods ] && sleep 0.2
   for dir in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [ -d "$dir" ] && find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
