@@ -293,12 +293,10 @@ node_up() {
     --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
     --metrics-bind-address "127.0.0.1:$PROXY_METRICS_PORT" --healthz-bind-address "127.0.0.1:$PROXY_HEALTHZ_PORT"
   wait_for "the real node Ready" 240 node_ready
-  # kubernetes.io/os is made not `linux`: DaemonSets that select Linux nodes
-  # and tolerate every taint (Istio's CNI agent) would otherwise land here,
-  # where their upstream images cannot be pulled. The kubelet sets the label
-  # only when it registers, and admits pods that select no OS (the
-  # operators) as on any Linux node.
-  kc label node "$NODE_NAME" --overwrite kubernetes.io/os=e2e-linux beta.kubernetes.io/os=e2e-linux >/dev/null
+  # DaemonSets that select Linux nodes and tolerate every taint (Istio's CNI
+  # agent) land here too, where their upstream images cannot be pulled: the
+  # demo keeps that one off (e2e/demo). No label can: the kubelet puts
+  # `kubernetes.io/os` back at its next status update.
 }
 
 # Mount points under a prefix, deepest first.

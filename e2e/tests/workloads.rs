@@ -811,42 +811,11 @@ async fn restart_pods(client: &kube::Client, w: &Workload) {
     .expect("delete the pods");
 }
 
-/// The node's OS label: the node script makes it not `linux`, so that
-/// DaemonSets tolerating every taint keep off it in other tests; here every
-/// workload belongs on it. Put back when dropped.
-struct LinuxLabel(String);
-
-impl LinuxLabel {
-    fn set(node: &str) -> Self {
-        label_os(node, "linux");
-        LinuxLabel(node.to_string())
-    }
-}
-
-impl Drop for LinuxLabel {
-    fn drop(&mut self) {
-        label_os(&self.0, "e2e-linux");
-    }
-}
-
-fn label_os(node: &str, os: &str) {
-    let _ = kubeflow_e2e::run_tool(
-        "kubectl",
-        &[
-            "label",
-            "node",
-            node,
-            "--overwrite",
-            &format!("kubernetes.io/os={os}"),
-            &format!("beta.kubernetes.io/os={os}"),
-        ],
-    );
-}
-
 /// The real node, brought up fresh after the install (a DaemonSet that
-/// tolerates every taint, Istio's CNI agent, would otherwise land on it
-/// before its stand-in image is there, and hold the install); on drop, put
-/// back as found: stopped, or running again.
+/// tolerates every taint and selects `kubernetes.io/os: linux`, Istio's CNI
+/// agent, would otherwise land on it before its stand-in image is there,
+/// and hold the install; stopping the node removes its Node object); on
+/// drop, put back as found: stopped, or running again.
 struct FreshNode {
     was_running: bool,
     /// Host folders the kubelet made for volumes: removed once it is down.
@@ -862,20 +831,6 @@ impl FreshNode {
         if was_running {
             kubeflow_e2e::cluster_cmd(&["node-down"]).expect("stop the real node");
         }
-        // A stopped node's object stays, and DaemonSets place pods on it by
-        // its labels, whatever its state.
-        let _ = kubeflow_e2e::run_tool(
-            "kubectl",
-            &[
-                "label",
-                "nodes",
-                "-l",
-                "kubeflow.org/e2e-node=real",
-                "--overwrite",
-                "kubernetes.io/os=e2e-linux",
-                "beta.kubernetes.io/os=e2e-linux",
-            ],
-        );
         FreshNode {
             was_running,
             folders: Vec::new(),
@@ -960,7 +915,6 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
     phases.phase("the stand-in image built and tagged");
     make_run_time_objects(&client, &workloads).await;
     fresh.folders = volume_folders(&client).await;
-    let label = LinuxLabel::set(&node);
     let moves = overrides(&workloads, &node);
     set_overrides(
         &client,
@@ -973,7 +927,6 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
     phases.phase("a missing Secret caught");
 
     // Back to kwok: nothing of this test stays on the node.
-    drop(label);
     set_overrides(&client, &moves.keys().map(|c| (c.clone(), None)).collect()).await;
     kubeflow_e2e::wait::wait_for(
         "every component's pods to leave the real node",
@@ -990,8 +943,8 @@ async fn every_workload_of_every_component_starts_on_a_real_kubelet() {
                     p.metadata.namespace.as_deref() != Some(kubeflow_e2e::demo::OPERATOR_NAMESPACE)
                 })
                 // A DaemonSet keeps a pod wherever the node's labels fit its
-                // selector (the kubelet puts `kubernetes.io/os: linux` back);
-                // the node's stop ends those.
+                // selector (Istio's CNI agent: `kubernetes.io/os: linux`,
+                // every taint tolerated); the node's stop ends those.
                 .filter(|p| {
                     !p.metadata
                         .owner_references
