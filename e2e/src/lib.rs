@@ -440,6 +440,22 @@ pub fn remove_admission_policy(name: &str) {
     }
 }
 
+/// Runs a program of this machine (by path, or by name on `PATH`) and
+/// fails the test with its standard error unless it succeeds; its output.
+pub fn run_ok(program: &Path, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Runs a control-plane binary (kubectl, helm) against the test cluster.
 pub fn run_tool(tool: &str, args: &[&str]) -> std::process::Output {
     Command::new(bin_dir().join(tool))

@@ -186,20 +186,6 @@ fn olm_script(arg: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn run(bin: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-    assert!(
-        out.status.success(),
-        "{} {args:?}: {}",
-        bin.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 async fn api(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
     let gvk = kube::core::GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", kind);
     let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
@@ -244,7 +230,7 @@ async fn olm_installs_the_bundle_from_a_file_based_catalog() {
     let catalog = work.join("catalog");
     std::fs::create_dir_all(&catalog).unwrap_or_else(|e| panic!("{e}"));
     let opm = bin.join("opm");
-    let rendered = run(
+    let rendered = kubeflow_e2e::run_ok(
         &opm,
         &[
             "render",
@@ -265,7 +251,7 @@ async fn olm_installs_the_bundle_from_a_file_based_catalog() {
         format!("{package}\n{channel}\n{rendered}"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    run(&opm, &["validate", &catalog.display().to_string()]);
+    kubeflow_e2e::run_ok(&opm, &["validate", &catalog.display().to_string()]);
 
     // OLM's controllers serve metrics on :8080 when they can: a loopback
     // listener held here keeps them from binding every interface (they

@@ -29,7 +29,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kubeflow_e2e::component::{ALL_COMPONENTS, ALL_KINDS, prepare};
-use kubeflow_e2e::demo::{Demo, KUBEFLOW_NAMESPACE, clear_leftovers, tool_ok};
+use kubeflow_e2e::demo::{Demo, KUBEFLOW_NAMESPACE, clear_leftovers};
 use serde_json::{Value, json};
 
 /// The mirror every image moves to: local names the node holds.
@@ -69,6 +69,8 @@ struct Workload {
     namespace: String,
     name: String,
     replicas: i32,
+    /// Its pods' label selector (`k=v,...`).
+    selector: String,
     /// Its pod template's `spec`.
     pod: Value,
 }
@@ -95,27 +97,33 @@ fn labelled() -> ListParams {
     ListParams::default().labels(COMPONENT_LABEL)
 }
 
-fn workload<K: serde::Serialize + kube::Resource>(
-    kind: &'static str,
-    o: &K,
-    replicas: i32,
-) -> Workload {
+/// A workload from its object; a DaemonSet counts as one pod (the real node
+/// is the only one it may use).
+fn workload<K: serde::Serialize>(kind: &'static str, o: &K) -> Workload {
     let v = serde_json::to_value(o).expect("workload as JSON");
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let replicas = if kind == "DaemonSet" {
+        1
+    } else {
+        v["spec"]["replicas"]
+            .as_i64()
+            .and_then(|r| i32::try_from(r).ok())
+            .unwrap_or(1)
+    };
+    let selector = v["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(",");
     Workload {
-        component: v["metadata"]["labels"][COMPONENT_LABEL]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        component: text(&v["metadata"]["labels"][COMPONENT_LABEL]),
         kind,
-        namespace: v["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        name: v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        namespace: text(&v["metadata"]["namespace"]),
+        name: text(&v["metadata"]["name"]),
         replicas,
+        selector,
         pod: v["spec"]["template"]["spec"].clone(),
     }
 }
@@ -123,32 +131,29 @@ fn workload<K: serde::Serialize + kube::Resource>(
 /// Every Deployment, StatefulSet and DaemonSet a component installed.
 async fn installed_workloads(client: &kube::Client) -> Vec<Workload> {
     let mut out = Vec::new();
-    let lp = labelled();
-    for d in Api::<Deployment>::all(client.clone())
-        .list(&lp)
-        .await
-        .expect("Deployments")
-    {
-        let r = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        out.push(workload("Deployment", &d, r));
-    }
-    for s in Api::<StatefulSet>::all(client.clone())
-        .list(&lp)
-        .await
-        .expect("StatefulSets")
-    {
-        let r = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        out.push(workload("StatefulSet", &s, r));
-    }
-    for d in Api::<DaemonSet>::all(client.clone())
-        .list(&lp)
-        .await
-        .expect("DaemonSets")
-    {
-        out.push(workload("DaemonSet", &d, 1));
-    }
+    out.extend(listed::<Deployment>(client, "Deployment").await);
+    out.extend(listed::<StatefulSet>(client, "StatefulSet").await);
+    out.extend(listed::<DaemonSet>(client, "DaemonSet").await);
     out.retain(|w| w.replicas > 0);
     out
+}
+
+async fn listed<K>(client: &kube::Client, kind: &'static str) -> Vec<Workload>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    Api::<K>::all(client.clone())
+        .list(&labelled())
+        .await
+        .unwrap_or_else(|e| panic!("{kind}s: {e}"))
+        .items
+        .iter()
+        .map(|o| workload(kind, o))
+        .collect()
 }
 
 /// A command's path inside the image: absolute, relative to the working
@@ -251,27 +256,14 @@ fn stand_in_for(workloads: &[Workload]) -> StandIn {
     s
 }
 
-/// Runs a program of this machine; fails the test with its output if it fails.
-fn run(program: &str, args: &[&str]) {
-    let out = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Builds the stand-in image and gives it every name the pods use.
 fn import_stand_in(s: &StandIn, work: &Path) {
     let _ = std::fs::remove_dir_all(work);
     std::fs::create_dir_all(work).expect("work folder");
     // Built here (milliseconds), so it is always this checkout's.
     let program = work.join("stand-in");
-    run(
-        "musl-gcc",
+    kubeflow_e2e::run_ok(
+        Path::new("musl-gcc"),
         &[
             "-static",
             "-Os",
@@ -305,11 +297,8 @@ fn import_stand_in(s: &StandIn, work: &Path) {
     let archive = work.join("stand-in.oci.tar");
     let root_s = root.display().to_string();
     let archive_s = archive.display().to_string();
-    run(
-        &kubeflow_e2e::repo_root()
-            .join("images/pack")
-            .display()
-            .to_string(),
+    kubeflow_e2e::run_ok(
+        &kubeflow_e2e::repo_root().join("images/pack"),
         &[
             &root_s,
             &archive_s,
@@ -784,31 +773,13 @@ async fn a_missing_secret_is_caught(
 }
 
 async fn restart_pods(client: &kube::Client, w: &Workload) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &w.namespace);
-    let selector = tool_ok(
-        "kubectl",
-        &[
-            "-n",
-            &w.namespace,
-            "get",
-            "deployment",
-            &w.name,
-            "-o",
-            "jsonpath={.spec.selector.matchLabels}",
-        ],
-    );
-    let labels: BTreeMap<String, String> = serde_json::from_str(&selector).expect("selector");
-    let selector = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    pods.delete_collection(
-        &DeleteParams::default(),
-        &ListParams::default().labels(&selector),
-    )
-    .await
-    .expect("delete the pods");
+    Api::<Pod>::namespaced(client.clone(), &w.namespace)
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&w.selector),
+        )
+        .await
+        .expect("delete the pods");
 }
 
 /// The real node, brought up fresh after the install (a DaemonSet that

@@ -47,29 +47,26 @@ fn found_in(o: &DynamicObject) -> Vec<(String, String)> {
     found
 }
 
-/// The untagged container images of one object: replaced only where they
-/// are a whole string.
-fn untagged_in(o: &DynamicObject) -> BTreeSet<String> {
-    found_in(o)
-        .into_iter()
-        .filter(|(path, image)| path.ends_with(".image") && is_untagged(image))
-        .map(|(_, image)| image)
-        .collect()
-}
-
-/// The references written in the object's strings (hubs included, composed
+/// The references written in one object's strings (hubs included, composed
 /// images not), longest first so that a shorter one inside a longer one is
-/// never replaced first.
-fn written_in(o: &DynamicObject) -> Vec<String> {
-    let mut images: Vec<String> = found_in(o)
+/// never replaced first; and of them, the untagged container images, which
+/// are replaced only where they are a container's whole `image`. One walk
+/// of the object for both.
+fn written_in(o: &DynamicObject) -> (Vec<String>, BTreeSet<String>) {
+    let found: Vec<(String, String)> = found_in(o)
         .into_iter()
         .filter(|(path, _)| !path.ends_with(COMPOSED))
-        .map(|(_, i)| i)
         .collect();
+    let untagged = found
+        .iter()
+        .filter(|(path, image)| path.ends_with(".image") && is_untagged(image))
+        .map(|(_, image)| image.clone())
+        .collect();
+    let mut images: Vec<String> = found.into_iter().map(|(_, i)| i).collect();
     images.sort();
     images.dedup();
     images.sort_by_key(|i| std::cmp::Reverse(i.len()));
-    images
+    (images, untagged)
 }
 
 /// One image and where it was found.
@@ -408,8 +405,8 @@ fn parse_blob(s: &str) -> Option<(Value, &'static str)> {
 /// in strings keep their formatting.
 pub fn move_to(objects: &mut [DynamicObject], registry: &str) {
     for o in objects.iter_mut() {
-        let untagged = untagged_in(o);
-        let images = written_in(o).into_iter().filter(|i| !untagged.contains(i));
+        let (images, untagged) = written_in(o);
+        let images = images.into_iter().filter(|i| !untagged.contains(i));
         let moves: Vec<(String, String)> = images
             .map(|i| {
                 let to = if is_image(&i) {
@@ -514,12 +511,13 @@ pub fn pin(
     objects: &mut [DynamicObject],
     digests: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), Vec<String>> {
-    let untagged: BTreeSet<String> = objects.iter().flat_map(untagged_in).collect();
-    let mut written: Vec<String> = objects
-        .iter()
-        .flat_map(written_in)
-        .filter(|i| (is_image(i) || untagged.contains(i)) && !i.contains('@'))
-        .collect();
+    let mut untagged = BTreeSet::new();
+    let mut written = Vec::new();
+    for (images, bare) in objects.iter().map(written_in) {
+        written.extend(images);
+        untagged.extend(bare);
+    }
+    written.retain(|i: &String| (is_image(i) || untagged.contains(i)) && !i.contains('@'));
     written.sort();
     written.dedup();
     let missing: Vec<String> = written
