@@ -94,19 +94,27 @@ async fn namespace_users_see_the_resources_and_only_bound_editors_write_them() {
     .collect();
     let bindings = bindings.join("---\n");
     apply_yaml(&client, &ns.name, &bindings).await;
-    // The aggregation controller copies the viewer's rules into `view`.
-    wait_for("view to include the Kubeflow kinds", TIMEOUT, || async {
-        can_i(
-            &client,
-            "e2e-viewer",
-            "list",
-            "trainings.components.kubeflow.org",
-            &ns.name,
+    // The aggregation controller copies the viewer's rules into `view`,
+    // and into `admin` apart, which may come later (CI run 50: `view` had
+    // them, `admin` not yet).
+    for user in ["e2e-viewer", "e2e-admin"] {
+        wait_for(
+            &format!("{user}'s role to include the Kubeflow kinds"),
+            TIMEOUT,
+            || async {
+                can_i(
+                    &client,
+                    user,
+                    "list",
+                    "trainings.components.kubeflow.org",
+                    &ns.name,
+                )
+                .await
+                .then_some(())
+            },
         )
-        .await
-        .then_some(())
-    })
-    .await;
+        .await;
+    }
     for user in ["e2e-viewer", "e2e-admin"] {
         // Every component kind the registry names, and the Kubeflow kind.
         let resources = kubeflow_api::registry::COMPONENTS
