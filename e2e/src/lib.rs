@@ -10,6 +10,7 @@ pub mod chart;
 pub mod component;
 pub mod demo;
 pub mod fault_proxy;
+pub mod local_database;
 pub mod login;
 pub mod objects;
 pub mod operator;

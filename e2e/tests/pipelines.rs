@@ -372,3 +372,280 @@ async fn pipelines_on_openshift_unpins_ids_grants_sccs_and_uses_emissary() {
     }
     ns.delete().await;
 }
+
+/// Pods of the rotation's Job are refused while this lives (kwok would
+/// report one Complete at once, before the test has run its command), and
+/// the policy goes when it is dropped.
+struct HeldPods {
+    name: String,
+}
+
+impl HeldPods {
+    async fn hold(client: &kube::Client, ns: &str, app: &str) -> Self {
+        let name = format!("hold-{app}-{ns}");
+        let yaml = format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules: [{{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]\n  validations:\n  - expression: \"!has(object.metadata.labels) || !('app' in object.metadata.labels) || object.metadata.labels['app'] != '{app}'\"\n    message: held by the test until it has run the Job's command\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources: {{namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}}}\n"
+        );
+        apply_yaml(client, "", &yaml).await;
+        // In force once a pod of that label is refused (a dry run).
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+        let probe: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "held-probe", "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "example.invalid/none"}]}}))
+        .expect("pod");
+        let dry = kube::api::PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        wait_for("the pod hold in force", TIMEOUT, || async {
+            pods.create(&dry, &probe).await.is_err().then_some(())
+        })
+        .await;
+        HeldPods { name }
+    }
+}
+
+impl Drop for HeldPods {
+    fn drop(&mut self) {
+        for kind in [
+            "validatingadmissionpolicybinding",
+            "validatingadmissionpolicy",
+        ] {
+            kubeflow_e2e::run_tool(
+                "kubectl",
+                &[
+                    "delete",
+                    kind,
+                    &self.name,
+                    "--ignore-not-found",
+                    "--wait=false",
+                ],
+            );
+        }
+    }
+}
+
+/// The values of a Secret's keys.
+async fn secret_values(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
+    use k8s_openapi::api::core::v1::Secret;
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("Secret {name}: {e}"))
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8(v.0).unwrap_or_default()))
+        .collect()
+}
+
+/// An install an older operator made runs upstream's demo credentials (an
+/// empty root password, `minio` / `minio123`) and its database holds data
+/// opened with them. The upgrade 26.03 -> 26.03.1 under `Manual` plans
+/// their rotation, does nothing before approval, then tells the database
+/// first (the Job's own command, run here against a real MySQL-compatible
+/// server standing for the bundle's), writes the Secrets and restarts
+/// every reader: the data opens with the new password only.
+#[tokio::test]
+async fn pipelines_rotates_an_older_installs_demo_credentials_through_the_approved_plan() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Secret;
+    const ROTATION: &str = "ml-pipeline-credentials-rotation";
+    let (client, _g) = kubeflow_e2e::component::prepare(&["Pipelines"], &["pipelines"]).await;
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Pipelines\nmetadata: {name: kubeflow}\nspec: {version: 2.16.0, upgradeStrategy: Manual}\n";
+    let (ns, op, api, _) = install(&client, "kfp-rot", OPERATOR, yaml, TIMEOUT).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+
+    // What an older operator left: the demo values in both Secrets, and a
+    // database initialised with them holding the pipelines' records.
+    drop(op);
+    let demo = [
+        ("mysql-secret", json!({"username": "root", "password": ""})),
+        (
+            "mlpipeline-minio-artifact",
+            json!({"accesskey": "minio", "secretkey": "minio123"}),
+        ),
+    ];
+    for (name, data) in &demo {
+        let patch = json!({"data": null, "stringData": data});
+        secrets
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let db = kubeflow_e2e::local_database::LocalDatabase::start("kfp-rotation");
+    db.query(
+        "",
+        "CREATE DATABASE mlpipeline; \
+         CREATE TABLE mlpipeline.pipelines (uuid VARCHAR(64) PRIMARY KEY, name TEXT); \
+         INSERT INTO mlpipeline.pipelines VALUES ('p-1', 'a user''s pipeline')",
+    )
+    .expect("the records");
+    let _op = OperatorProcess::start(OPERATOR, &[]);
+    let cr = wait_for("the demo Secrets released", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let released = cr.data.pointer("/status/released")?.to_string();
+        (released.contains("mysql-secret") && released.contains("mlpipeline-minio-artifact"))
+            .then_some(cr)
+    })
+    .await;
+    assert_eq!(cr.data.pointer("/status/version"), Some(&json!("2.16.0")));
+
+    // The upgrade's plan names the rotation; nothing of it before approval.
+    let before = deployments.get("ml-pipeline").await.expect("API server");
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"version": "2.16.1"}})).await;
+    let plan = wait_for("the plan awaiting approval", TIMEOUT, || async {
+        let cr = api.get("kubeflow").await.ok()?;
+        let plan = cr.data.pointer("/status/upgradePlan")?.clone();
+        (plan["awaitingApproval"] == json!(true) && plan["to"] == json!("2.16.1")).then_some(plan)
+    })
+    .await;
+    let details = plan["details"].as_str().unwrap_or_default();
+    let created: Vec<&str> = details
+        .lines()
+        .filter(|l| l.contains("created: ") && l.ends_with(&format!("{}/{ROTATION}", ns.name)))
+        .collect();
+    assert!(
+        created.len() == 2
+            && created.iter().any(|l| l.contains("Job"))
+            && created.iter().any(|l| l.contains("Secret")),
+        "the plan names the Job and the staging Secret: {details}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(jobs.get_opt(ROTATION).await.expect("read").is_none());
+    assert_eq!(
+        secret_values(&client, &ns.name, "mysql-secret").await["password"],
+        ""
+    );
+
+    // Approved: the Job comes; its pods are held until its command ran.
+    let hold = HeldPods::hold(&client, &ns.name, ROTATION).await;
+    let digest = plan["digest"].as_str().expect("digest").to_string();
+    kubeflow_e2e::component::merge(&api, "kubeflow", json!({"spec": {"approvedPlan": digest}}))
+        .await;
+    let job = wait_for("the rotation's Job", TIMEOUT, || async {
+        jobs.get_opt(ROTATION).await.ok().flatten()
+    })
+    .await;
+    let staged = secret_values(&client, &ns.name, ROTATION).await;
+    assert_eq!(
+        secret_values(&client, &ns.name, "mysql-secret").await["password"],
+        "",
+        "the Secret keeps the old password until the database is told"
+    );
+    assert_eq!(
+        db.query("", "SELECT 1").map(|o| o.trim().to_string()),
+        Ok("1".into())
+    );
+
+    // The Job's container as the kubelet would run it: its command, its
+    // variables from the live Secrets; the database's Service is this
+    // server on loopback.
+    let pod = job
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("pod template");
+    let c = &pod.containers[0];
+    let command = c.command.clone().expect("command");
+    let mut env: Vec<(String, String)> = Vec::new();
+    for e in c.env.clone().unwrap_or_default() {
+        let value = match (e.value, e.value_from.and_then(|f| f.secret_key_ref)) {
+            (Some(v), None) => v,
+            (None, Some(r)) => secret_values(&client, &ns.name, &r.name).await[&r.key].clone(),
+            other => panic!("{}: {other:?}", e.name),
+        };
+        env.push((e.name, value));
+    }
+    let host = env
+        .iter()
+        .find(|(k, _)| k == "DB_HOST")
+        .map(|(_, v)| v.clone());
+    assert_eq!(host, Some(format!("mysql.{}.svc", ns.name)));
+    let run = || {
+        std::process::Command::new(&command[0])
+            .args(&command[1..])
+            .envs(env.iter().cloned())
+            .env("DB_HOST", "127.0.0.1")
+            .env("DB_PORT", db.port.to_string())
+            .output()
+            .expect("the Job's command")
+    };
+    let out = run();
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("root password is rotated"), "{said}");
+    // A retried pod finds it done and succeeds without a change.
+    let again = run();
+    assert!(
+        again.status.success()
+            && String::from_utf8_lossy(&again.stdout).contains("already takes the new"),
+        "{again:?}"
+    );
+    drop(hold);
+
+    // The Job completes; then the Secrets get the new values, every reader
+    // restarts, and the Job and the staging Secret go.
+    let db_secret = wait_for(
+        "the database Secret rotated",
+        Duration::from_secs(150),
+        || async {
+            let s = secret_values(&client, &ns.name, "mysql-secret").await;
+            (!s["password"].is_empty()).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(db_secret["password"], staged["password"]);
+    let store = secret_values(&client, &ns.name, "mlpipeline-minio-artifact").await;
+    assert_eq!(
+        (store["accesskey"].as_str(), store["secretkey"].as_str()),
+        (staged["accesskey"].as_str(), staged["secretkey"].as_str())
+    );
+    kubeflow_e2e::component::wait_version_ready(&api, "kubeflow", "2.16.1", TIMEOUT).await;
+    wait_gone(&jobs, ROTATION, TIMEOUT).await;
+    wait_gone(&secrets, ROTATION, TIMEOUT).await;
+    let digest_of = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get("components.kubeflow.org/config-digest").cloned())
+    };
+    let after = deployments.get("ml-pipeline").await.expect("API server");
+    assert!(digest_of(&after).is_some());
+    assert_ne!(
+        digest_of(&before),
+        digest_of(&after),
+        "the API server restarts"
+    );
+
+    // The records open with the new password only.
+    assert_eq!(
+        db.query(
+            &db_secret["password"],
+            "SELECT name FROM mlpipeline.pipelines WHERE uuid = 'p-1'"
+        )
+        .map(|o| o.trim().to_string()),
+        Ok("a user's pipeline".to_string())
+    );
+    let refused = db.query("", "SELECT 1");
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("Access denied")),
+        "{refused:?}"
+    );
+    kubeflow_e2e::component::delete_and_wait(&api, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}

@@ -8,8 +8,9 @@
 //! and the object store's data were initialised with them: writing new
 //! ones would lock every component out of its data. Such a Secret is kept
 //! as it is and no longer written (a prune releases it, with a Warning
-//! Event and an entry in `status.released` saying how to rotate); once a
-//! person has rotated the credentials, the Secret is managed again.
+//! Event and an entry in `status.released` saying how to rotate); the next
+//! upgrade rotates them (`rotation`), or a person does, and the Secret is
+//! managed again.
 
 use std::collections::BTreeMap;
 
@@ -47,6 +48,33 @@ pub struct Credentials {
     pub database: Option<BTreeMap<String, String>>,
     /// `mlpipeline-minio-artifact`'s data; None with an external store.
     pub store: Option<BTreeMap<String, String>>,
+    /// Where a rotation of demo values stands.
+    pub rotation: crate::rotation::Rotation,
+}
+
+impl Credentials {
+    /// Whether the database Secret holds a demo or empty password.
+    pub fn demo_database(&self) -> bool {
+        self.database
+            .as_ref()
+            .is_some_and(|d| holds_known_data(DB_SECRET, d))
+    }
+
+    /// Whether the object store Secret holds demo keys.
+    pub fn demo_store(&self) -> bool {
+        self.store
+            .as_ref()
+            .is_some_and(|d| holds_known_data(STORE_SECRET, d))
+    }
+}
+
+/// Whether a Secret's data holds a value upstream publishes or an empty
+/// password.
+fn holds_known_data(name: &str, data: &BTreeMap<String, String>) -> bool {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+        "data": secrets::data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())))});
+    kubeflow_operator::serde_json::from_value::<DynamicObject>(secret)
+        .is_ok_and(|o| holds_known(&o))
 }
 
 /// The Secret's values as they are when it exists (an empty or demo value
@@ -147,6 +175,14 @@ pub fn holds_known(o: &DynamicObject) -> bool {
 /// Whether an object is one of the two credentials Secrets.
 pub fn is_credentials_secret(o: &DynamicObject) -> bool {
     kind(o) == "Secret" && matches!(o.metadata.name.as_deref(), Some(DB_SECRET | STORE_SECRET))
+}
+
+/// Whether an object is a Secret that may hold what opens the data: the
+/// two credentials Secrets, or a rotation's new values (the database may
+/// already take them).
+pub fn opens_data(o: &DynamicObject) -> bool {
+    is_credentials_secret(o)
+        || (kind(o) == "Secret" && o.metadata.name.as_deref() == Some(crate::rotation::STAGING))
 }
 
 /// What a release of a credentials Secret says: why it is kept, and how

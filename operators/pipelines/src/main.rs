@@ -2,6 +2,7 @@
 
 mod credentials;
 mod pipelines;
+mod rotation;
 mod stores;
 
 /// mimalloc: it gives freed memory back to the system, so the resident size

@@ -15,6 +15,7 @@ use kubeflow_operator::render::{Layout, Target};
 use kubeflow_operator::{openshift, transform};
 
 use crate::credentials::{self, Credentials};
+use crate::rotation::{self, Step};
 use crate::stores;
 
 /// The namespace the upstream bundle installs into.
@@ -52,7 +53,9 @@ impl Component for PipelinesComponent {
     }];
 
     fn permissions(&self) -> Permissions {
-        Permissions::bundles(&[Pipelines::COMPONENT]).openshift_scc(&[SCC])
+        Permissions::bundles(&[Pipelines::COMPONENT])
+            .openshift_scc(&[SCC])
+            .with_adjusted(rotation::add_for_permissions)
     }
 
     fn references(cr: &Pipelines) -> Vec<Reference> {
@@ -113,6 +116,9 @@ impl Component for PipelinesComponent {
         } else {
             found.store = Some(credentials::store(client, &ns).await?);
         }
+        if found.demo_database() || found.demo_store() {
+            found.rotation = rotation::read(client, &ns, found.demo_database()).await?;
+        }
         Ok(found)
     }
 
@@ -128,8 +134,46 @@ impl Component for PipelinesComponent {
             stores::use_external_object_store(objects, store);
         }
         // What is left of the bundled database and store gets the kept or
-        // generated credentials, never upstream's demo ones.
-        credentials::set(objects, inputs);
+        // generated credentials, never upstream's demo ones; demo ones an
+        // older operator installed are rotated by an upgrade.
+        let installed = cr.component_status().and_then(|s| s.version.as_deref());
+        let upgrading = installed.is_some_and(|v| v != draft.version);
+        let (demo_db, demo_store) = (inputs.demo_database(), inputs.demo_store());
+        match rotation::step(&inputs.rotation, demo_db || demo_store, upgrading) {
+            Step::Apply(staged) => {
+                let new = |secret: &str, data: &Option<_>, demo: bool| {
+                    data.as_ref().map(|d| {
+                        if demo {
+                            rotation::rotated(secret, d, staged)
+                        } else {
+                            d.clone()
+                        }
+                    })
+                };
+                let rotated = Credentials {
+                    database: new(stores::DB_SECRET, &inputs.database, demo_db),
+                    store: new(stores::STORE_SECRET, &inputs.store, demo_store),
+                    rotation: Default::default(),
+                };
+                credentials::set(objects, &rotated);
+            }
+            Step::Stage(staged) => {
+                credentials::set(objects, inputs);
+                rotation::stage(objects, ctx.namespace, staged, demo_db)?;
+            }
+            Step::None => credentials::set(objects, inputs),
+        }
+        rotation::forget_old_store_keys(objects);
+        for workload in rotation::readers(objects) {
+            transform::roll_on_change(
+                objects,
+                &workload,
+                &[
+                    ("Secret", stores::DB_SECRET),
+                    ("Secret", stores::STORE_SECRET),
+                ],
+            );
+        }
         if ctx.platform == Platform::OpenShift {
             // Argo's emissary executor needs no privileged access to the container runtime.
             transform::set_config(
@@ -158,7 +202,7 @@ impl Component for PipelinesComponent {
     fn retain(&self, cr: &Pipelines, obj: &DynamicObject) -> bool {
         kubeflow_operator::database::kept(
             cr.spec.volume_policy,
-            kind(obj) == "PersistentVolumeClaim" || credentials::is_credentials_secret(obj),
+            kind(obj) == "PersistentVolumeClaim" || credentials::opens_data(obj),
         )
     }
 
@@ -213,6 +257,7 @@ mod tests {
         Credentials {
             database: Some(map(&[("username", "root"), ("password", &hex(24))])),
             store: Some(map(&[("accesskey", &hex(10)), ("secretkey", &hex(20))])),
+            ..Default::default()
         }
     }
 
@@ -221,6 +266,7 @@ mod tests {
         Credentials {
             database: Some(map(&[("username", "root"), ("password", "")])),
             store: Some(map(&[("accesskey", "minio"), ("secretkey", "minio123")])),
+            ..Default::default()
         }
     }
 
@@ -391,6 +437,200 @@ mod tests {
             find(&r, "Secret", stores::STORE_SECRET).is_none(),
             "still the demo keys"
         );
+    }
+
+    /// Renders `version` for an install whose status says `installed`.
+    fn render_over(version: &str, installed: &str, inputs: &Credentials) -> Rendered {
+        let cr: Pipelines = serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Pipelines",
+            "metadata": {"name": "kubeflow", "namespace": "kubeflow"},
+            "spec": {"version": version}, "status": {"version": installed}}))
+        .expect("cr");
+        let dir = kubeflow_operator::component::manifests_dir();
+        let bundles = kubeflow_operator::bundle::BundleCache::default();
+        let ctx = kubeflow_operator::component::RenderContext::of(
+            &cr,
+            &dir,
+            &bundles,
+            Platform::Kubernetes,
+        );
+        PipelinesComponent
+            .render(&cr, &ctx, inputs)
+            .expect("render")
+    }
+
+    fn digest_of(r: &Rendered, workload: &str) -> Value {
+        find(r, "Deployment", workload).expect("workload").data["spec"]["template"]["metadata"]
+            ["annotations"][transform::CONFIG_DIGEST]
+            .clone()
+    }
+
+    /// A demo install being upgraded: what its first pass reads.
+    fn demo_upgrading() -> Credentials {
+        let mut c = demo();
+        c.rotation.fresh = map(&[
+            ("password", &"a".repeat(48)),
+            ("accesskey", &"b".repeat(20)),
+            ("secretkey", &"c".repeat(40)),
+        ]);
+        c
+    }
+
+    #[test]
+    fn an_upgrade_of_a_demo_install_stages_new_values_and_tells_the_database_first() {
+        let inputs = demo_upgrading();
+        // Not upgrading: nothing is rotated (the Secrets stay released).
+        let same = render_over("2.16.1", "2.16.1", &inputs);
+        assert!(find(&same, "Job", rotation::STAGING).is_none());
+        assert!(find(&same, "Secret", rotation::STAGING).is_none());
+        // The new version's render (applied only as the plan says).
+        let r = render_over("2.16.1", "2.16.0", &inputs);
+        let staged = find(&r, "Secret", rotation::STAGING).expect("staging Secret");
+        assert_eq!(
+            secrets::decoded(&staged.data["data"]),
+            inputs.rotation.fresh
+        );
+        assert!(find(&r, "Secret", stores::DB_SECRET).is_none(), "not yet");
+        assert!(
+            find(&r, "Secret", stores::STORE_SECRET).is_none(),
+            "not yet"
+        );
+        let job = find(&r, "Job", rotation::STAGING).expect("job");
+        let pod = &job.data["spec"]["template"]["spec"];
+        let mysql = find(&r, "Deployment", "mysql").expect("mysql");
+        assert_eq!(
+            pod["containers"][0]["image"],
+            mysql.data["spec"]["template"]["spec"]["containers"][0]["image"],
+            "the database's own client"
+        );
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        assert_eq!(pod["serviceAccountName"], "mysql");
+        let env = pod["containers"][0]["env"].to_string();
+        assert!(
+            env.contains("\"DB_HOST\",\"value\":\"mysql.kubeflow.svc\""),
+            "{env}"
+        );
+        for (var, secret) in [
+            ("OLD_PASSWORD", stores::DB_SECRET),
+            ("NEW_PASSWORD", rotation::STAGING),
+        ] {
+            let e = pod["containers"][0]["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == var)
+                .expect("variable");
+            assert_eq!(e["valueFrom"]["secretKeyRef"]["name"], secret);
+        }
+        assert!(
+            !serde_json::to_string(job.data.as_object().expect("job"))
+                .expect("json")
+                .contains(&"a".repeat(48)),
+            "no value in the Job"
+        );
+        // The staging Secret is kept with the volumes (the database may
+        // already take its password).
+        let cr = |policy: Value| -> Pipelines {
+            serde_json::from_value(json!({"apiVersion": "components.kubeflow.org/v1alpha1",
+                "kind": "Pipelines", "metadata": {"name": "p", "namespace": "kubeflow"},
+                "spec": {"version": "2.16.1", "volumePolicy": policy}}))
+            .expect("cr")
+        };
+        assert!(PipelinesComponent.retain(&cr(json!("Retain")), staged));
+        // Once staged, the rotation goes on at any version (the installed
+        // one's render too) until the Job is Complete.
+        let mut going = inputs.clone();
+        going.rotation.staged = Some(inputs.rotation.fresh.clone());
+        let installed = render_over("2.16.0", "2.16.0", &going);
+        assert!(find(&installed, "Job", rotation::STAGING).is_some());
+        // Only the store held demo keys: no Job, the keys staged alone.
+        let mut store_only = demo_upgrading();
+        store_only.database = fresh().database;
+        store_only.rotation.database_told = true;
+        let r = render_over("2.16.1", "2.16.0", &store_only);
+        assert!(find(&r, "Job", rotation::STAGING).is_none());
+        assert!(find(&r, "Secret", rotation::STAGING).is_some());
+    }
+
+    #[test]
+    fn once_the_database_is_told_the_secrets_get_the_new_values_and_every_reader_restarts() {
+        let before = render_over("2.16.1", "2.16.0", &demo_upgrading());
+        let mut told = demo_upgrading();
+        told.rotation.staged = Some(told.rotation.fresh.clone());
+        told.rotation.database_told = true;
+        let r = render_over("2.16.1", "2.16.1", &told);
+        let db = find(&r, "Secret", stores::DB_SECRET).expect("written again");
+        assert_eq!(
+            secrets::decoded(&db.data["data"]),
+            map(&[("username", "root"), ("password", &"a".repeat(48))])
+        );
+        let store = find(&r, "Secret", stores::STORE_SECRET).expect("written again");
+        assert_eq!(
+            secrets::decoded(&store.data["data"]),
+            map(&[
+                ("accesskey", &"b".repeat(20)),
+                ("secretkey", &"c".repeat(40))
+            ])
+        );
+        assert!(find(&r, "Job", rotation::STAGING).is_none());
+        assert!(find(&r, "Secret", rotation::STAGING).is_none());
+        assert!(known_secrets::find(&r.objects).is_empty());
+        let readers = rotation::readers(&r.objects);
+        for w in [
+            "mysql",
+            "seaweedfs",
+            "ml-pipeline",
+            "ml-pipeline-ui",
+            "cache-server",
+            "metadata-grpc-deployment",
+        ] {
+            assert!(readers.contains(&w.to_string()), "{w} in {readers:?}");
+            let (old, new) = (digest_of(&before, w), digest_of(&r, w));
+            assert!(new.is_string() && old != new, "{w} restarts: {old} {new}");
+        }
+        // Later passes (no demo value left) render the same Secrets.
+        let mut after = told.clone();
+        after.database = Some(secrets::decoded(&db.data["data"]));
+        after.store = Some(secrets::decoded(&store.data["data"]));
+        let again = render_over("2.16.1", "2.16.1", &after);
+        assert_eq!(
+            digest_of(&again, "ml-pipeline"),
+            digest_of(&r, "ml-pipeline")
+        );
+        assert!(find(&again, "Job", rotation::STAGING).is_none());
+    }
+
+    #[test]
+    fn the_object_store_forgets_earlier_keys_at_every_start() {
+        for version in versions().into_iter().filter(|v| v != "2.5.0") {
+            let r = render_spec(&PipelinesComponent, json!({"version": version}), &fresh())
+                .expect("render");
+            let store = find(&r, "Deployment", "seaweedfs").expect("seaweedfs");
+            let hook = store.data["spec"]["template"]["spec"]["containers"][0]["lifecycle"]
+                ["postStart"]["exec"]["command"]
+                .to_string();
+            let forget = hook
+                .find("s3.configure -user kubeflow-admin -delete -apply")
+                .unwrap_or_else(|| panic!("{version}: no deletion in {hook}"));
+            let configure = hook
+                .find("s3.configure -user kubeflow-admin -access_key")
+                .expect("configure");
+            assert!(forget < configure, "{version}");
+        }
+    }
+
+    #[test]
+    fn a_staging_secret_someone_edited_is_refused() {
+        let mut c = demo_upgrading();
+        c.rotation.staged = Some(map(&[
+            ("password", "x'; DROP USER root; --"),
+            ("accesskey", &"b".repeat(20)),
+            ("secretkey", &"c".repeat(40)),
+        ]));
+        assert!(
+            rotation::check_staged("kubeflow", c.rotation.staged.as_ref().expect("s")).is_err()
+        );
+        assert!(rotation::check_staged("kubeflow", &c.rotation.fresh).is_ok());
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! - a CRD may only be one of the bundles', its conversion webhook (if any)
 //!   calling the bundle's Service in an allowed namespace, never a URL: a
 //!   URL would receive every object of the kind;
-//! - a Deployment, StatefulSet or DaemonSet may only be one of the
+//! - a Deployment, StatefulSet, DaemonSet or Job may only be one of the
 //!   bundles', running as the bundle's ServiceAccount, with no host
 //!   namespace, host path, privileged container or added capability the
 //!   bundle does not give that workload, and only images the bundles run in
@@ -122,10 +122,11 @@ const WEBHOOK_CONFIGS: [&str; 2] = [
     "mutatingwebhookconfigurations",
     "validatingwebhookconfigurations",
 ];
-const WORKLOADS: [(&str, &str); 3] = [
+const WORKLOADS: [(&str, &str); 4] = [
     ("Deployment", "deployments"),
     ("StatefulSet", "statefulsets"),
     ("DaemonSet", "daemonsets"),
+    ("Job", "jobs"),
 ];
 
 /// A role rule as the checks compare it: its lists joined, in order. A

@@ -92,23 +92,23 @@ fn the_bundles_roles_bindings_webhooks_and_workloads_are_the_only_ones_allowed()
     assert_eq!(
         variable(&p, "workloadFeatures"),
         "{'daemonsets': {'plugin': ['cap:NET_ADMIN', 'hostPath:/var/lib/kubelet/device-plugins']}, \
-         'deployments': {}, 'statefulsets': {}}"
+         'deployments': {}, 'jobs': {}, 'statefulsets': {}}"
     );
     assert_eq!(
         variable(&p, "workloadAccounts"),
-        "{'daemonsets': {'plugin': ['plugin']}, 'deployments': {}, 'statefulsets': {}}"
+        "{'daemonsets': {'plugin': ['plugin']}, 'deployments': {}, 'jobs': {}, 'statefulsets': {}}"
     );
     // Images by repository (any tag or digest), and where a mirror
     // holds each (Docker Hub's implicit `library/` made explicit).
     assert_eq!(
         variable(&p, "workloadImages"),
         "{'daemonsets': {'plugin': ['busybox', 'nvcr.io/nvidia/k8s-device-plugin']}, \
-         'deployments': {}, 'statefulsets': {}}"
+         'deployments': {}, 'jobs': {}, 'statefulsets': {}}"
     );
     assert_eq!(
         variable(&p, "workloadImagePaths"),
         "{'daemonsets': {'plugin': ['library/busybox', 'nvidia/k8s-device-plugin']}, \
-         'deployments': {}, 'statefulsets': {}}"
+         'deployments': {}, 'jobs': {}, 'statefulsets': {}}"
     );
     assert_eq!(
         variable(&p, "conversions"),

@@ -1,4 +1,4 @@
-//! Deployments, StatefulSets and DaemonSets: only the bundles' names, each
+//! Deployments, StatefulSets, DaemonSets and Jobs: only the bundles' names, each
 //! as the bundle's ServiceAccount, with no more of the host and no other
 //! images than the bundles give it; deletes of the namespaced kinds by the
 //! bundles' names.
