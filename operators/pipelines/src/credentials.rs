@@ -178,11 +178,10 @@ pub fn is_credentials_secret(o: &DynamicObject) -> bool {
 }
 
 /// Whether an object is a Secret that may hold what opens the data: the
-/// two credentials Secrets, or a rotation's new values (the database may
-/// already take them).
+/// two credentials Secrets, or a rotation's new values not yet written
+/// into them (the database may already take them).
 pub fn opens_data(o: &DynamicObject) -> bool {
-    is_credentials_secret(o)
-        || (kind(o) == "Secret" && o.metadata.name.as_deref() == Some(crate::rotation::STAGING))
+    is_credentials_secret(o) || crate::rotation::holds_only_copy(o)
 }
 
 /// What a release of a credentials Secret says: why it is kept, and how

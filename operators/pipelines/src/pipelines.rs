@@ -56,6 +56,7 @@ impl Component for PipelinesComponent {
         Permissions::bundles(&[Pipelines::COMPONENT])
             .openshift_scc(&[SCC])
             .with_adjusted(rotation::add_for_permissions)
+            .with_objects(rotation::watched())
     }
 
     fn references(cr: &Pipelines) -> Vec<Reference> {
@@ -156,6 +157,7 @@ impl Component for PipelinesComponent {
                     rotation: Default::default(),
                 };
                 credentials::set(objects, &rotated);
+                rotation::written(objects, ctx.namespace, staged)?;
             }
             Step::Stage(staged) => {
                 credentials::set(objects, inputs);
@@ -573,7 +575,14 @@ mod tests {
             ])
         );
         assert!(find(&r, "Job", rotation::STAGING).is_none());
-        assert!(find(&r, "Secret", rotation::STAGING).is_none());
+        // The staging Secret, marked as written: no longer kept.
+        let staging = find(&r, "Secret", rotation::STAGING).expect("staging");
+        let policy: Pipelines = serde_json::from_value(json!({
+            "apiVersion": "components.kubeflow.org/v1alpha1", "kind": "Pipelines",
+            "metadata": {"name": "p", "namespace": "kubeflow"},
+            "spec": {"version": "2.16.1", "volumePolicy": "Retain"}}))
+        .expect("cr");
+        assert!(!PipelinesComponent.retain(&policy, staging));
         assert!(known_secrets::find(&r.objects).is_empty());
         let readers = rotation::readers(&r.objects);
         for w in [

@@ -16,7 +16,10 @@
 //!    digest of the Secrets); the object store's workload starts with the
 //!    new keys and, at every start, forgets any key it was given before
 //!    (`forget_old_store_keys`);
-//! 4. the staging Secret and the Job are then no longer rendered and go.
+//! 4. the Job is then no longer rendered and goes; the staging Secret is
+//!    marked as written, and goes at the next pass (until then it is kept
+//!    even if Pipelines is removed: the database may take only its
+//!    password).
 //!
 //! Once started, a rotation finishes whatever the version: the staging
 //! Secret on the cluster is what says one is under way.
@@ -37,6 +40,13 @@ use crate::stores::{DB_SECRET, STORE_SECRET};
 
 /// The staging Secret's and the Job's name.
 pub const STAGING: &str = "ml-pipeline-credentials-rotation";
+/// The staging Secret's annotation saying whether the bundle's Secrets
+/// hold its values yet: until they do, the database may take only the
+/// staged password, so the Secret is kept if Pipelines is removed.
+const STATE: &str = "pipelines.kubeflow.org/rotation";
+/// `STATE` once the bundle's Secrets hold the values: the next pass prunes
+/// the staging Secret.
+const DONE: &str = "written";
 /// The bundled database's workload and Service.
 const DATABASE: &str = "mysql";
 /// The database's port (the bundle's Service).
@@ -184,6 +194,29 @@ pub fn rotated(
     out
 }
 
+/// The staging Secret marked as written (the bundle's Secrets hold its
+/// values in the same pass): it goes at the next one.
+pub fn written(
+    objects: &mut Vec<DynamicObject>,
+    ns: &str,
+    staged: &BTreeMap<String, String>,
+) -> Result<(), Refusal> {
+    objects.push(object(staging_secret(ns, staged, DONE))?);
+    Ok(())
+}
+
+/// Whether an object is the staging Secret while the database may take
+/// only its password (not yet written into the bundle's Secrets).
+pub fn holds_only_copy(o: &DynamicObject) -> bool {
+    kind(o) == "Secret"
+        && o.metadata.name.as_deref() == Some(STAGING)
+        && o.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(STATE))
+            .is_none_or(|s| s != DONE)
+}
+
 /// The staging Secret, and the Job when the database must be told.
 pub fn stage(
     objects: &mut Vec<DynamicObject>,
@@ -191,7 +224,7 @@ pub fn stage(
     staged: &BTreeMap<String, String>,
     tell_database: bool,
 ) -> Result<(), Refusal> {
-    objects.push(object(staging_secret(ns, staged))?);
+    objects.push(object(staging_secret(ns, staged, "staged"))?);
     if tell_database {
         let image = database_image(objects).ok_or_else(|| {
             Refusal::new(
@@ -206,10 +239,11 @@ pub fn stage(
 
 /// The staging Secret: the new values, kept until the bundle's Secrets
 /// hold them.
-fn staging_secret(ns: &str, staged: &BTreeMap<String, String>) -> Value {
+fn staging_secret(ns: &str, staged: &BTreeMap<String, String>, state: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": STAGING, "namespace": ns, "labels": labels()},
+        "metadata": {"name": STAGING, "namespace": ns, "labels": labels(),
+            "annotations": {STATE: state}},
         "type": "Opaque",
         "data": secrets::data(staged.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
     })
@@ -372,4 +406,14 @@ pub fn add_for_permissions(objects: &mut Vec<DynamicObject>) {
         .unwrap_or_default();
     // Without the bundled database (none of the bundles) there is no Job.
     let _ = stage(objects, &ns, &staged, true);
+}
+
+/// The rotation's Job as an object the operator adds (so Jobs are watched:
+/// its completion brings the next step at once). The image is the one the
+/// newest bundles' database runs; `add_for_permissions` gives each
+/// version's own.
+pub fn watched() -> Vec<DynamicObject> {
+    serde_json::from_value(job("kubeflow", "mysql"))
+        .into_iter()
+        .collect()
 }

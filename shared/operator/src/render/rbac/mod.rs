@@ -300,6 +300,12 @@ pub fn bundle_types(manifests_dir: &Path, permissions: &Permissions) -> BTreeSet
                 .filter(|(_, k)| kinds.contains(k)),
         );
     }
+    // The objects the code adds are applied too, so watched like the rest
+    // (a Job's completion then brings a reconcile at once).
+    types.extend(permissions.objects.iter().filter_map(|o| {
+        let t = o.types.as_ref()?;
+        Some((t.api_version.clone(), t.kind.clone()))
+    }));
     types
 }
 
