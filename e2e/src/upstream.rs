@@ -278,10 +278,32 @@ impl<'a> PrivateFolder<'a> {
     }
 }
 
-/// An upstream controller's process, stopped when dropped.
+/// An upstream controller's process, stopped when dropped, with the relays
+/// that carry its API requests when it runs in a network of its own.
 pub struct Controller {
     child: Child,
     log: PathBuf,
+    /// The relay on the host side (a unix socket to the API server).
+    host_relay: Option<Child>,
+    /// The file holding the pid of the relay inside its network.
+    inner_relay: Option<PathBuf>,
+}
+
+/// The API server's `host:port`, as the test kubeconfig names it.
+fn api_server_address() -> String {
+    let view = run_tool(
+        "kubectl",
+        &["config", "view", "--raw", "--minify", "-o", "json"],
+    );
+    let config: Value = serde_json::from_slice(&view.stdout).expect("kubeconfig json");
+    let server = config["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .expect("the kubeconfig's server")
+        .to_string();
+    server
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 impl Controller {
@@ -315,40 +337,111 @@ impl Controller {
         folders: &[PrivateFolder],
         log: PathBuf,
     ) -> Self {
+        Self::launch(program, args, env, folders, log, false)
+    }
+
+    /// [`Controller::start_with`] in a network namespace of its own, for a
+    /// program that listens on every interface at a port no flag moves
+    /// (KServe's webhook server): there it has only a loopback interface,
+    /// so nothing it opens is reachable from outside the machine or from
+    /// the host. Its requests to the API server reach it through two
+    /// relays (socat): inside, the API server's loopback address, relayed
+    /// to a unix socket in the run folder; outside, that socket relayed to
+    /// the API server. The kubeconfig stays as it is.
+    pub fn start_isolated(
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        folders: &[PrivateFolder],
+        log: PathBuf,
+    ) -> Self {
+        Self::launch(program, args, env, folders, log, true)
+    }
+
+    fn launch(
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        folders: &[PrivateFolder],
+        log: PathBuf,
+        isolated: bool,
+    ) -> Self {
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let mut cmd = if folders.is_empty() {
+        let (mut host_relay, mut inner_relay) = (None, None);
+        let mut script = String::from("set -e\n");
+        if isolated {
+            let dir = log.parent().expect("the log's folder").to_path_buf();
+            let socket = dir.join("api.sock");
+            let pid_file = dir.join("relay.pid");
+            let _ = std::fs::remove_file(&socket);
+            let api = api_server_address();
+            let relay_log = std::fs::File::create(dir.join("relay.log")).expect("relay log");
+            host_relay = Some(
+                Command::new("socat")
+                    .arg(format!("UNIX-LISTEN:{},fork,mode=600", socket.display()))
+                    .arg(format!("TCP:{api}"))
+                    .stdout(Stdio::null())
+                    .stderr(relay_log)
+                    .spawn()
+                    .expect("socat (Debian's socat)"),
+            );
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !socket.exists() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the API server relay did not start"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let port = api.rsplit(':').next().expect("port");
+            // The inner relay starts before any tmpfs hides a folder, and
+            // the program only once it accepts connections.
+            script += &format!(
+                "ip link set lo up\n\
+                 socat TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:'{sock}' &\n\
+                 echo $! > '{pid}'\n\
+                 i=0; until socat -u OPEN:/dev/null TCP:127.0.0.1:{port} 2>/dev/null; do \
+                 i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done\n",
+                sock = socket.display(),
+                pid = pid_file.display(),
+            );
+            inner_relay = Some(pid_file);
+        }
+        // Folder i's source, tmpfs and target are positional arguments
+        // 3i+1..3i+3 of the script.
+        for i in 0..folders.len() {
+            script += &format!(
+                "f{i}=$(tar -C \"${{{}}}\" -cf - . | base64 -w0)\n",
+                3 * i + 1
+            );
+        }
+        let mut mounted: Vec<&str> = Vec::new();
+        for (i, f) in folders.iter().enumerate() {
+            if !mounted.contains(&f.tmpfs.as_str()) {
+                script += &format!(
+                    "mount -t tmpfs -o size=16m,mode=1777 tmpfs \"${{{}}}\"\n",
+                    3 * i + 2
+                );
+                mounted.push(&f.tmpfs);
+            }
+            script += &format!(
+                "mkdir -p \"${{{0}}}\"; printf %s \"$f{i}\" | base64 -d | tar -C \"${{{0}}}\" -xf -\n",
+                3 * i + 3
+            );
+        }
+        script += &format!("shift {}; exec \"$@\"", 3 * folders.len());
+        let mut cmd = if folders.is_empty() && !isolated {
             let mut c = Command::new(program);
             c.args(args);
             c
         } else {
-            // Folder i's source, tmpfs and target are positional
-            // arguments 3i+1..3i+3 of the script.
-            let mut script = String::from("set -e\n");
-            for i in 0..folders.len() {
-                script += &format!(
-                    "f{i}=$(tar -C \"${{{}}}\" -cf - . | base64 -w0)\n",
-                    3 * i + 1
-                );
-            }
-            let mut mounted: Vec<&str> = Vec::new();
-            for (i, f) in folders.iter().enumerate() {
-                if !mounted.contains(&f.tmpfs.as_str()) {
-                    script += &format!(
-                        "mount -t tmpfs -o size=16m,mode=1777 tmpfs \"${{{}}}\"\n",
-                        3 * i + 2
-                    );
-                    mounted.push(&f.tmpfs);
-                }
-                script += &format!(
-                    "mkdir -p \"${{{0}}}\"; printf %s \"$f{i}\" | base64 -d | tar -C \"${{{0}}}\" -xf -\n",
-                    3 * i + 3
-                );
-            }
-            script += &format!("shift {}; exec \"$@\"", 3 * folders.len());
             // unshare execs the shell, which execs the controller: one
             // pid from start to end, the one recorded here.
             let mut c = Command::new("unshare");
+            if isolated {
+                c.arg("--net");
+            }
             c.args(["--mount", "--propagation", "private", "sh", "-c"])
                 .arg(script)
                 .arg("private-folders");
@@ -366,7 +459,12 @@ impl Controller {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        Controller { child, log }
+        Controller {
+            child,
+            log,
+            host_relay,
+            inner_relay,
+        }
     }
 
     /// What it has logged so far.
@@ -410,6 +508,19 @@ impl Controller {
 impl Drop for Controller {
     fn drop(&mut self) {
         stop_child(&mut self.child);
+        // The relay inside the network namespace, by the pid it recorded
+        // (its namespace goes with it).
+        if let Some(pid) = self
+            .inner_relay
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        if let Some(relay) = self.host_relay.as_mut() {
+            stop_child(relay);
+        }
     }
 }
 

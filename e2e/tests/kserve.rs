@@ -1,0 +1,140 @@
+//! KServe's own controller manager (v0.16.0, Kubeflow 26.03's), built from
+//! the Go module proxy, runs on what the Serving operator installs: a
+//! user's InferenceService in raw deployment mode becomes Ready.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kubeflow_e2e::component::{condition, install};
+use kubeflow_e2e::objects::wait_exists;
+use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet};
+use kubeflow_e2e::{apply_yaml, wait_for};
+
+const OPERATOR: &str = "kubeflow-serving-operator";
+const TIMEOUT: Duration = Duration::from_secs(90);
+const MANAGER: &str = "kserve-controller-manager";
+/// Where the manager's Deployment mounts its webhook certificate, and where
+/// controller-runtime reads it.
+const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+
+/// A user's scikit-learn model served in raw deployment mode. The test
+/// cluster calls no admission webhooks, so KServe's defaulter does not run:
+/// the spec is what a user writes, and the controller picks the runtime.
+const ISVC: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: sklearn-iris\n  annotations: {serving.kserve.io/deploymentMode: RawDeployment}\nspec:\n  predictor:\n    model:\n      modelFormat: {name: sklearn}\n      storageUri: gs://kfserving-examples/models/sklearn/1.0/model\n";
+
+/// KServe's controller manager as installed for Kubeflow 26.03 (Serving
+/// v0.16.0): its ServiceAccount, args and environment, its webhook
+/// certificate from the Secret the operator made. It listens on every
+/// interface at a port no flag moves (the webhook server's), so it runs
+/// in a network namespace of its own. A user's InferenceService gets its
+/// predictor Deployment and Service and becomes Ready (kwok runs the
+/// pods); the manager is refused nothing, and the Serving operator writes
+/// nothing while it works.
+#[tokio::test]
+async fn kserves_controller_serves_an_inference_service_on_what_is_installed() {
+    let (client, mut phases) = kubeflow_e2e::component::prepare(&["Serving"], &["serving"]).await;
+    let program = upstream::program(MANAGER);
+    phases.phase("upstream controller built");
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.16.0\n  servingRuntimes: [kserve-sklearnserver]\n";
+    let (ns, op, servings, _) = install(&client, "kserve-ctl", OPERATOR, yaml, TIMEOUT).await;
+    phases.phase("Serving installed");
+
+    let installed = upstream::installed(&client, &ns.name, MANAGER, "manager").await;
+    let secret = installed
+        .secrets
+        .get(CERT_DIR)
+        .unwrap_or_else(|| panic!("the manager mounts its certificate at {CERT_DIR}"))
+        .clone();
+    let dir = upstream::run_dir(&format!("{}-{MANAGER}", ns.name));
+    let certs = dir.join("cert");
+    std::fs::create_dir_all(&certs).expect("folder");
+    for key in ["tls.crt", "tls.key"] {
+        let text = kubeflow_e2e::objects::secret_text(&client, &ns.name, &secret, key)
+            .await
+            .unwrap_or_else(|| panic!("Secret {secret} has no {key}"));
+        std::fs::write(certs.join(key), text).expect("certificate file");
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    upstream::service_account_kubeconfig(&ns.name, &installed.service_account, &kubeconfig);
+    let mut env: Vec<(&str, String)> = installed
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+    let sa = dir.join("serviceaccount");
+    let before = op.settled_writes().await;
+    let mut manager = Controller::start_isolated(
+        &program,
+        &installed.args,
+        &env,
+        &[
+            PrivateFolder::tmp(&certs, CERT_DIR.trim_start_matches("/tmp/")),
+            PrivateFolder::service_account_namespace(&sa, &ns.name),
+        ],
+        dir.join(format!("{MANAGER}.log")),
+    );
+    apply_yaml(&client, &ns.name, ISVC).await;
+    phases.phase("controller started");
+
+    let isvcs: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("serving.kserve.io", "v1beta1", "InferenceService"),
+            "inferenceservices",
+        ),
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    wait_exists(
+        &deployments,
+        "sklearn-iris-predictor",
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_exists(&services, "sklearn-iris-predictor", Duration::from_secs(60)).await;
+    let isvc = wait_for(
+        "the InferenceService Ready",
+        Duration::from_secs(90),
+        || async {
+            let isvc = isvcs.get("sklearn-iris").await.ok()?;
+            let (status, ..) = condition(&isvc, "Ready")?;
+            (status == "True").then_some(isvc)
+        },
+    )
+    .await;
+    phases.phase("InferenceService Ready");
+    let predictor = deployments
+        .get("sklearn-iris-predictor")
+        .await
+        .expect("predictor");
+    let image = predictor
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers[0].image.clone().unwrap_or_default())
+        .unwrap_or_default();
+    assert!(
+        image.contains("sklearnserver"),
+        "the runtime the Serving operator installed serves it: {image}"
+    );
+    assert!(
+        isvc.data.pointer("/status/url").is_some(),
+        "{:?}",
+        isvc.data.get("status")
+    );
+    assert!(manager.is_running(), "{}", manager.log_text());
+    Quiet {
+        operator: &op,
+        writes: before,
+        controllers: &[(&manager, "KServe's controller manager")],
+    }
+    .assert("the Serving operator wrote nothing while KServe's controller worked")
+    .await;
+    drop(manager);
+    kubeflow_e2e::component::delete_and_wait(&servings, "kubeflow", TIMEOUT).await;
+    ns.delete().await;
+}
