@@ -73,7 +73,15 @@ pub fn service_account_kubeconfig(namespace: &str, account: &str, path: &Path) {
     );
     let view = run_tool(
         "kubectl",
-        &["config", "view", "--raw", "--minify", "-o", "json"],
+        &[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "--flatten",
+            "-o",
+            "json",
+        ],
     );
     let config: Value = serde_json::from_slice(&view.stdout).expect("kubeconfig json");
     let cluster = &config["clusters"][0]["cluster"];
@@ -293,7 +301,15 @@ pub struct Controller {
 fn api_server_address() -> String {
     let view = run_tool(
         "kubectl",
-        &["config", "view", "--raw", "--minify", "-o", "json"],
+        &[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "--flatten",
+            "-o",
+            "json",
+        ],
     );
     let config: Value = serde_json::from_slice(&view.stdout).expect("kubeconfig json");
     let server = config["clusters"][0]["cluster"]["server"]
@@ -394,14 +410,20 @@ impl Controller {
                 );
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let port = api.rsplit(':').next().expect("port");
-            // The inner relay starts before any tmpfs hides a folder, and
-            // the program only once it accepts connections.
+            let (host, port) = api.rsplit_once(':').expect("host:port");
+            // The inner relay listens where the kubeconfig says the API
+            // server is (loopback, or the host-only address when the real
+            // node runs: given to the namespace's own loopback interface).
+            // It starts before any tmpfs hides a folder, and the program
+            // only once it accepts connections.
+            if host != "127.0.0.1" {
+                script += &format!("ip addr add {host}/32 dev lo\n");
+            }
             script += &format!(
                 "ip link set lo up\n\
-                 socat TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:'{sock}' &\n\
+                 socat TCP-LISTEN:{port},bind={host},reuseaddr,fork UNIX-CONNECT:'{sock}' &\n\
                  echo $! > '{pid}'\n\
-                 i=0; until socat -u OPEN:/dev/null TCP:127.0.0.1:{port} 2>/dev/null; do \
+                 i=0; until socat -u OPEN:/dev/null TCP:{host}:{port} 2>/dev/null; do \
                  i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done\n",
                 sock = socket.display(),
                 pid = pid_file.display(),
