@@ -86,10 +86,13 @@ pub async fn assert_every_kind_repaired_but(
     for (what, times) in [("deletion", &deleted), ("edit", &edited)] {
         for (kind, took) in times {
             assert!(
-                // A watch-driven repair, not a resync or a requeue: tens of
-                // milliseconds idle (benchmarks measure the speed); 1.2 s
-                // seen in CI with two control planes on two cores.
-                *took < Duration::from_secs(2),
+                // A watch-driven repair, not a resync (ten minutes) or a
+                // requeue: tens of milliseconds idle (benchmarks measure
+                // the speed); 1.2 s seen in CI with two control planes on
+                // two cores, 2.06 s (Serving, whose every pass re-applies
+                // KServe's 780 KB CRDs) with three control planes and
+                // KServe's controller beside them (run 54).
+                *took < Duration::from_secs(5),
                 "{kind} took {took:?} to be repaired after its {what}"
             );
         }
