@@ -584,13 +584,27 @@ pub async fn ready_at(
     timeout: Duration,
 ) -> DynamicObject {
     let wanted = Value::from(version);
-    wait_for(&format!("{name} Ready at {version}"), timeout, || async {
-        let cr = api.get(name).await.ok()?;
-        let (status, _, _, generation) = condition(&cr, "Ready")?;
-        let reached = cr.data.pointer("/status/version") == Some(&wanted);
-        (status == "True" && generation == cr.metadata.generation && reached).then_some(cr)
-    })
-    .await
+    let start = std::time::Instant::now();
+    loop {
+        let cr = api.get(name).await.ok();
+        if let Some(cr) = &cr
+            && let Some((status, _, _, generation)) = condition(cr, "Ready")
+            && status == "True"
+            && generation == cr.metadata.generation
+            && cr.data.pointer("/status/version") == Some(&wanted)
+        {
+            return cr.clone();
+        }
+        // A timeout says where the resource stood: which condition held
+        // it, not only that it was not Ready.
+        assert!(
+            start.elapsed() <= timeout,
+            "timed out after {timeout:?} waiting for {name} Ready at {version}; its status: {}",
+            cr.and_then(|c| c.data.get("status").map(Value::to_string))
+                .unwrap_or_else(|| "(not read)".to_string())
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// The `status.foreignFields` entry of `manager` on the CR `name`, once
