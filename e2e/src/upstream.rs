@@ -223,6 +223,19 @@ pub async fn installed(client: &kube::Client, ns: &str, name: &str, container: &
 }
 
 impl Installed {
+    /// The container's environment with `KUBECONFIG` added: what a
+    /// program run here as the installed ServiceAccount (its token in
+    /// `kubeconfig`) starts with.
+    pub fn env_with_kubeconfig(&self, kubeconfig: &Path) -> Vec<(&str, String)> {
+        let mut env: Vec<(&str, String)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+        env
+    }
+
     /// Writes each mounted file (as `edit` leaves it: listener ports moved)
     /// into `dir` and returns the arguments with each mount path replaced
     /// by its file there (`--config=/controller_manager_config.yaml`).

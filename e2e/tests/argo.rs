@@ -310,12 +310,7 @@ async fn argos_controller_runs_a_pipeline_run_on_what_is_installed() {
     let runner: Client = client_for(&runner_config)
         .await
         .expect("pipeline-runner's client");
-    let mut env: Vec<(&str, String)> = installed
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.clone()))
-        .collect();
-    env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+    let env = installed.env_with_kubeconfig(&kubeconfig);
     let sa = dir.join("serviceaccount");
     let before = op.settled_writes().await;
     let mut controller = Controller::start_isolated(

@@ -83,12 +83,7 @@ async fn kserves_controller_serves_an_inference_service_on_what_is_installed() {
     }
     let kubeconfig = dir.join("kubeconfig");
     upstream::service_account_kubeconfig(&ns.name, &installed.service_account, &kubeconfig);
-    let mut env: Vec<(&str, String)> = installed
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.clone()))
-        .collect();
-    env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+    let env = installed.env_with_kubeconfig(&kubeconfig);
     let sa = dir.join("serviceaccount");
     let before = op.settled_writes().await;
     let mut manager = Controller::start_isolated(

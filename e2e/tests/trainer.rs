@@ -323,12 +323,7 @@ async fn run_installed(
     std::fs::create_dir_all(&certs).expect("folder");
     upstream::serving_certificate(&certs);
     let sa = dir.join("serviceaccount");
-    let mut env: Vec<(&str, String)> = installed
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.clone()))
-        .collect();
-    env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+    let env = installed.env_with_kubeconfig(&kubeconfig);
     Controller::start_with(
         program,
         &args,

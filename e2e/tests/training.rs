@@ -627,12 +627,7 @@ async fn the_training_operator_runs_a_pytorchjob_to_succeeded_on_what_is_install
     let certs = dir.join("cert");
     std::fs::create_dir_all(&certs).expect("folder");
     upstream::serving_certificate(&certs);
-    let mut env: Vec<(&str, String)> = installed
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.clone()))
-        .collect();
-    env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+    let env = installed.env_with_kubeconfig(&kubeconfig);
     let mut controller = Controller::start_with(
         &program,
         &args,
