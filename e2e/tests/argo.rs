@@ -13,7 +13,7 @@
 //! must allow it. kwok completes the pods (its pod-complete stage, for
 //! pods a Workflow owns).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -47,58 +47,56 @@ fn run_workflow() -> String {
     let component = json!({"executorLabel": "exec-hello", "inputDefinitions": {"parameters": {"who": {"parameterType": "STRING"}}}});
     let root = json!({"dag": {"tasks": {"hello": {"componentRef": {"name": "comp-hello"}, "taskInfo": {"name": "hello"}}}}});
     let container = json!({"image": COMPONENT_IMAGE, "command": ["sh", "-c", "echo hello"]});
+    // Both drivers' flags naming the run and the task (KFP's compiler
+    // writes them in this order), then each kind's own.
+    let run_flags = [
+        "--pipeline_name",
+        "hello-pipeline",
+        "--run_id",
+        "{{workflow.uid}}",
+        "--run_name",
+        "{{workflow.name}}",
+        "--dag_execution_id",
+        "{{inputs.parameters.parent-dag-id}}",
+        "--component",
+        "{{inputs.parameters.component}}",
+        "--task",
+        "{{inputs.parameters.task}}",
+    ];
     let driver_args = [
-        "--type",
-        "CONTAINER",
-        "--pipeline_name",
-        "hello-pipeline",
-        "--run_id",
-        "{{workflow.uid}}",
-        "--run_name",
-        "{{workflow.name}}",
-        "--dag_execution_id",
-        "{{inputs.parameters.parent-dag-id}}",
-        "--component",
-        "{{inputs.parameters.component}}",
-        "--task",
-        "{{inputs.parameters.task}}",
-        "--container",
-        "{{inputs.parameters.container}}",
-        "--iteration_index",
-        "{{inputs.parameters.iteration-index}}",
-        "--cached_decision_path",
-        "{{outputs.parameters.cached-decision.path}}",
-        "--pod_spec_patch_path",
-        "{{outputs.parameters.pod-spec-patch.path}}",
-        "--condition_path",
-        "{{outputs.parameters.condition.path}}",
-        "--kubernetes_config",
-        "{{inputs.parameters.kubernetes-config}}",
-    ];
+        &["--type", "CONTAINER"][..],
+        &run_flags,
+        &[
+            "--container",
+            "{{inputs.parameters.container}}",
+            "--iteration_index",
+            "{{inputs.parameters.iteration-index}}",
+            "--cached_decision_path",
+            "{{outputs.parameters.cached-decision.path}}",
+            "--pod_spec_patch_path",
+            "{{outputs.parameters.pod-spec-patch.path}}",
+            "--condition_path",
+            "{{outputs.parameters.condition.path}}",
+            "--kubernetes_config",
+            "{{inputs.parameters.kubernetes-config}}",
+        ],
+    ]
+    .concat();
     let dag_driver_args = [
-        "--type",
-        "{{inputs.parameters.driver-type}}",
-        "--pipeline_name",
-        "hello-pipeline",
-        "--run_id",
-        "{{workflow.uid}}",
-        "--run_name",
-        "{{workflow.name}}",
-        "--dag_execution_id",
-        "{{inputs.parameters.parent-dag-id}}",
-        "--component",
-        "{{inputs.parameters.component}}",
-        "--task",
-        "{{inputs.parameters.task}}",
-        "--runtime_config",
-        "{{inputs.parameters.runtime-config}}",
-        "--execution_id_path",
-        "{{outputs.parameters.execution-id.path}}",
-        "--iteration_count_path",
-        "{{outputs.parameters.iteration-count.path}}",
-        "--condition_path",
-        "{{outputs.parameters.condition.path}}",
-    ];
+        &["--type", "{{inputs.parameters.driver-type}}"][..],
+        &run_flags,
+        &[
+            "--runtime_config",
+            "{{inputs.parameters.runtime-config}}",
+            "--execution_id_path",
+            "{{outputs.parameters.execution-id.path}}",
+            "--iteration_count_path",
+            "{{outputs.parameters.iteration-count.path}}",
+            "--condition_path",
+            "{{outputs.parameters.condition.path}}",
+        ],
+    ]
+    .concat();
     let param = |name: &str| json!({"name": name});
     let param_or = |name: &str, default: &str| json!({"name": name, "default": default});
     let out = |name: &str, default: &str| json!({"name": name, "default": default, "valueFrom": {"path": format!("/tmp/outputs/{name}"), "default": default}});
@@ -332,7 +330,6 @@ async fn argos_controller_runs_a_pipeline_run_on_what_is_installed() {
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let of_run = ListParams::default().labels(&format!("workflows.argoproj.io/workflow={RUN}"));
-    let mut reported = BTreeSet::new();
     let mut seen: BTreeMap<String, Pod> = BTreeMap::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let workflow = loop {
@@ -341,7 +338,7 @@ async fn argos_controller_runs_a_pipeline_run_on_what_is_installed() {
         // would (kwok completes it meanwhile).
         for pod in pods.list(&of_run).await.expect("the run's pods").items {
             let name = pod.metadata.name.clone().unwrap_or_default();
-            if reported.insert(name.clone()) {
+            if !seen.contains_key(&name) {
                 report(&results, &workflow, &pod).await;
             }
             seen.insert(name, pod);
