@@ -48,6 +48,24 @@ pub fn program(name: &str) -> PathBuf {
     path
 }
 
+/// The Spark distribution (`bin/`, `jars/`) the Spark operator's image
+/// carries and its controller runs `bin/spark-submit` from, fetched by
+/// `e2e/upstream-controllers` on first use. Fails when it is missing.
+pub fn spark_home() -> PathBuf {
+    bin_dir();
+    let out = Command::new(repo_root().join("e2e/upstream-controllers"))
+        .arg("spark-home")
+        .output()
+        .expect("e2e/upstream-controllers spark-home");
+    let home = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        home.join("bin/spark-submit").is_file(),
+        "e2e/upstream-controllers fetched no Spark ({})",
+        home.display()
+    );
+    home
+}
+
 /// A folder for one controller run's files (its configuration, kubeconfig
 /// and certificate), under the e2e cache rather than the build folder: a
 /// clone may live under /tmp, which a controller given a private /tmp (see
@@ -128,6 +146,9 @@ pub struct Installed {
     pub files: BTreeMap<String, String>,
     /// Mount path -> Secret name, for Secret volumes.
     pub secrets: BTreeMap<String, String>,
+    /// The mount paths of emptyDir volumes: folders the program writes,
+    /// empty when it starts.
+    pub empty_dirs: Vec<String>,
     /// The pod's ServiceAccount.
     pub service_account: String,
 }
@@ -155,6 +176,7 @@ pub async fn installed(client: &kube::Client, ns: &str, name: &str, container: &
     let configs: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let mut files = BTreeMap::new();
     let mut secrets = BTreeMap::new();
+    let mut empty_dirs = Vec::new();
     for m in c.volume_mounts.clone().unwrap_or_default() {
         let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
             panic!("{name}: mount {} names no volume", m.mount_path)
@@ -178,9 +200,11 @@ pub async fn installed(client: &kube::Client, ns: &str, name: &str, container: &
                 m.mount_path.clone(),
                 secret.secret_name.clone().unwrap_or_default(),
             );
+        } else if v.empty_dir.is_some() {
+            empty_dirs.push(m.mount_path.clone());
         } else {
             panic!(
-                "{name}: volume {} is neither a ConfigMap nor a Secret",
+                "{name}: volume {} is neither a ConfigMap, a Secret nor an emptyDir",
                 v.name
             )
         }
@@ -218,6 +242,7 @@ pub async fn installed(client: &kube::Client, ns: &str, name: &str, container: &
         env,
         files,
         secrets,
+        empty_dirs,
         service_account: pod.service_account_name.clone().unwrap_or_default(),
     }
 }
@@ -310,8 +335,9 @@ pub struct Controller {
     inner_relay: Option<PathBuf>,
 }
 
-/// The API server's `host:port`, as the test kubeconfig names it.
-fn api_server_address() -> String {
+/// The API server's `host:port`, as the test kubeconfig names it (what a
+/// pod's `KUBERNETES_SERVICE_HOST` and `_PORT` would say).
+pub fn api_server_address() -> String {
     let view = run_tool(
         "kubectl",
         &[

@@ -4,20 +4,24 @@
 //! every kind is repaired, bad input is refused with nothing written, and
 //! removal takes what its programs made at run time (the webhook's
 //! certificate, the leader Leases) and nothing else, keeping the CRDs and a
-//! user's SparkApplication.
+//! user's SparkApplication. And the Spark operator's own controller
+//! (v2.5.0, with the Spark its image carries) run on what it installs.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{delete_and_wait, install, merge, wait_condition, wait_degraded};
 use kubeflow_e2e::objects::{exists, first_args};
+use kubeflow_e2e::operator::free_port;
+use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
 use kubeflow_e2e::{apply_yaml, wait_for};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const OPERATOR: &str = "kubeflow-spark-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -160,4 +164,262 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
     assert_eq!(apps.get("user-spark").await.expect("kept").uid(), user_uid);
     drop(op);
     ns.delete().await;
+}
+
+const CONTROLLER: &str = "spark-operator-controller";
+const APP: &str = "spark-pi";
+/// The driver's ServiceAccount, as a profile namespace has it.
+const DRIVER_ACCOUNT: &str = "default-editor";
+const MAIN_CLASS: &str = "org.apache.spark.examples.SparkPi";
+const MAIN_FILE: &str = "local:///opt/spark/examples/jars/spark-examples.jar";
+
+/// Spark's own example, as a user writes it, with what the Spark
+/// operator's defaulting webhook (v2.5.0) would add written out (type,
+/// mode, restart policy, cores, memory, instances): the test cluster calls
+/// no admission webhooks.
+fn spark_pi() -> String {
+    format!(
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\nmetadata: {{name: {APP}}}\nspec:\n  type: Scala\n  mode: cluster\n  image: docker.io/library/spark:4.0.1\n  mainClass: {MAIN_CLASS}\n  mainApplicationFile: {MAIN_FILE}\n  arguments: [\"100\"]\n  sparkVersion: 4.0.1\n  restartPolicy: {{type: Never}}\n  driver: {{cores: 1, memory: 512m, serviceAccount: {DRIVER_ACCOUNT}}}\n  executor: {{instances: 1, cores: 1, memory: 512m}}\n"
+    )
+}
+
+/// The Spark operator's controller v2.5.0 (built from the Go module proxy)
+/// as the Spark component installs it: its ServiceAccount, args and
+/// environment read from the live Deployment, what its image adds
+/// (`SPARK_HOME`, Spark 4.0.1's `spark-submit`, which it runs to make each
+/// driver pod) and what the kubelet gives a pod (`KUBERNETES_SERVICE_*`, an
+/// empty /tmp where the Deployment mounts one). Spark's SparkPi goes from
+/// submitted to a driver pod owned by the application, which kwok runs to
+/// Succeeded, to COMPLETED; the controller and the `spark-submit` it runs
+/// are refused nothing, and the Spark operator writes nothing meanwhile.
+#[tokio::test]
+async fn the_spark_operators_controller_runs_an_application_on_what_is_installed() {
+    let (client, mut phases) = kubeflow_e2e::component::prepare(&["Spark"], &["spark"]).await;
+    let program = upstream::program("spark-operator");
+    let spark_home = upstream::spark_home();
+    phases.phase("upstream controller built");
+    let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Spark\nmetadata: {name: kubeflow}\nspec: {version: \"2.5.0\"}\n";
+    let (ns, op, sparks, _) = install(&client, "spark-run", OPERATOR, yaml, TIMEOUT).await;
+    phases.phase("Spark installed");
+
+    let installed = upstream::installed(&client, &ns.name, CONTROLLER, CONTROLLER).await;
+    assert_eq!(installed.service_account, CONTROLLER);
+    // Its metrics and health servers listen on every interface (:8080 as
+    // installed, :8081 by default): moved to free loopback ports, nothing
+    // else changed.
+    let metrics = "--metrics-bind-address=";
+    assert!(
+        installed
+            .args
+            .iter()
+            .any(|a| a == "--metrics-bind-address=:8080")
+            && !installed
+                .args
+                .iter()
+                .any(|a| a.starts_with("--health-probe-bind-address")),
+        "{:?}",
+        installed.args
+    );
+    let mut args: Vec<String> = installed
+        .args
+        .iter()
+        .map(|a| {
+            if a.starts_with(metrics) {
+                format!("{metrics}127.0.0.1:{}", free_port())
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    args.push(format!(
+        "--health-probe-bind-address=127.0.0.1:{}",
+        free_port()
+    ));
+    let dir = upstream::run_dir(&format!("{}-{CONTROLLER}", ns.name));
+    let kubeconfig = dir.join("kubeconfig");
+    upstream::service_account_kubeconfig(&ns.name, &installed.service_account, &kubeconfig);
+    let api = upstream::api_server_address();
+    let (host, port) = api.rsplit_once(':').expect("host:port");
+    let mut env = installed.env_with_kubeconfig(&kubeconfig);
+    env.push(("SPARK_HOME", spark_home.display().to_string()));
+    env.push(("KUBERNETES_SERVICE_HOST", host.to_string()));
+    env.push(("KUBERNETES_SERVICE_PORT", port.to_string()));
+    // The Deployment's emptyDir at /tmp, where the controller writes each
+    // submission's pod templates: a private /tmp.
+    assert_eq!(installed.empty_dirs, ["/tmp"]);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("folder");
+    apply_yaml(
+        &client,
+        &ns.name,
+        &format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {DRIVER_ACCOUNT}}}\n"),
+    )
+    .await;
+    let before = op.settled_writes().await;
+    let mut controller = Controller::start_with(
+        &program,
+        &args,
+        &env,
+        &[PrivateFolder::tmp(&tmp, "spark")],
+        dir.join(format!("{CONTROLLER}.log")),
+    );
+    apply_yaml(&client, &ns.name, &spark_pi()).await;
+    phases.phase("controller started");
+
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("sparkoperator.k8s.io", "v1beta2", "SparkApplication"),
+        "sparkapplications",
+    );
+    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let state = |app: &DynamicObject| {
+        app.data
+            .pointer("/status/applicationState/state")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let app = loop {
+        let app = apps.get(APP).await.expect("the application");
+        let now = state(&app);
+        assert!(
+            !matches!(now.as_str(), "FAILED" | "SUBMISSION_FAILED" | "FAILING"),
+            "the application failed: {:?}\n{}",
+            app.data.get("status"),
+            controller.log_text()
+        );
+        if now == "COMPLETED" {
+            break app;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the application did not complete in 120 s: {:?}\n{}",
+            app.data.get("status"),
+            controller.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    phases.phase("the application COMPLETED");
+
+    // Submitted once, by spark-submit, which named the driver pod and the
+    // application's id.
+    let status = &app.data["status"];
+    assert_eq!(status["submissionAttempts"], 1, "{status}");
+    let driver_name = format!("{APP}-driver");
+    assert_eq!(
+        status["driverInfo"]["podName"],
+        driver_name.as_str(),
+        "{status}"
+    );
+    assert!(
+        status["sparkApplicationId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("spark-")),
+        "{status}"
+    );
+    // The driver pod spark-submit made: the application's own (controller
+    // owner, from the template the controller wrote), its image, account
+    // and main class, Succeeded by kwok.
+    let driver = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get(&driver_name)
+        .await
+        .expect("the driver pod");
+    let owner = driver
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .expect("the driver's controller");
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), Some(&owner.uid)),
+        ("SparkApplication", APP, app.metadata.uid.as_ref())
+    );
+    let labels = driver.metadata.labels.clone().unwrap_or_default();
+    for (key, value) in [
+        ("spark-role", "driver"),
+        ("sparkoperator.k8s.io/app-name", APP),
+        ("sparkoperator.k8s.io/launched-by-spark-operator", "true"),
+    ] {
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            Some(value),
+            "{labels:?}"
+        );
+    }
+    let spec = driver.spec.clone().expect("the driver's spec");
+    assert_eq!(spec.service_account_name.as_deref(), Some(DRIVER_ACCOUNT));
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "spark-kubernetes-driver")
+        .expect("the driver container");
+    assert_eq!(
+        container.image.as_deref(),
+        Some("docker.io/library/spark:4.0.1")
+    );
+    let driver_args = container.args.clone().unwrap_or_default();
+    assert!(
+        driver_args.first().map(String::as_str) == Some("driver")
+            && driver_args.iter().any(|a| a == MAIN_CLASS)
+            && driver_args.iter().any(|a| a == MAIN_FILE),
+        "{driver_args:?}"
+    );
+    assert_eq!(
+        driver.status.and_then(|s| s.phase).as_deref(),
+        Some("Succeeded")
+    );
+    // The properties spark-submit gave the driver, in a ConfigMap it made
+    // (its volume named as Spark names it; another holds the executors'
+    // pod template).
+    let conf = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "spark-conf-volume-driver")
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone())
+        .unwrap_or_else(|| panic!("no driver configuration volume: {:?}", spec.volumes));
+    let data = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .get(&conf)
+        .await
+        .expect("the driver's ConfigMap")
+        .data
+        .unwrap_or_default();
+    let properties = data.get("spark.properties").cloned().unwrap_or_default();
+    assert!(
+        properties.contains(&format!("spark.kubernetes.namespace={}", ns.name))
+            && properties.contains(&format!("spark.kubernetes.driver.pod.name={driver_name}")),
+        "{conf}: {data:?}"
+    );
+    // The Spark UI's Service, the controller's (--enable-ui-service=true).
+    let ui = status["driverInfo"]["webUIServiceName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no UI Service: {status}"));
+    assert!(
+        Api::<Service>::namespaced(client.clone(), &ns.name)
+            .get_opt(ui)
+            .await
+            .expect("get")
+            .is_some(),
+        "the UI Service {ui}"
+    );
+    assert!(controller.is_running(), "{}", controller.log_text());
+    let quiet = Quiet {
+        operator: &op,
+        writes: before,
+        controllers: &[(&controller, "the Spark operator's controller")],
+    };
+    quiet
+        .assert("the Spark operator wrote nothing while its controller worked")
+        .await;
+    let app = UserObject {
+        api: &apps,
+        name: APP,
+        kind: "SparkApplication",
+    };
+    upstream::delete_object_then_component(&mut phases, app, &quiet, &sparks, "Spark").await;
+    drop(controller);
+    ns.delete().await;
+    let _ = std::fs::remove_dir_all(dir);
 }
