@@ -263,8 +263,11 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         &[PrivateFolder::tmp(&tmp, "spark")],
         dir.join(format!("{CONTROLLER}.log")),
     );
+    let mut webhook = start_webhook(&client, &program, &ns.name, &dir).await;
+    phases.phase("controller and webhook started");
+    webhook_certificate_in_place(&client, &ns.name, &mut webhook).await;
+    phases.phase("the webhook's certificate in place");
     apply_yaml(&client, &ns.name, &spark_pi()).await;
-    phases.phase("controller started");
 
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("sparkoperator.k8s.io", "v1beta2", "SparkApplication"),
@@ -405,13 +408,17 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         "the UI Service {ui}"
     );
     assert!(controller.is_running(), "{}", controller.log_text());
+    assert!(webhook.is_running(), "{}", webhook.log_text());
     let quiet = Quiet {
         operator: &op,
         writes: before,
-        controllers: &[(&controller, "the Spark operator's controller")],
+        controllers: &[
+            (&controller, "the Spark operator's controller"),
+            (&webhook, "the Spark operator's webhook"),
+        ],
     };
     quiet
-        .assert("the Spark operator wrote nothing while its controller worked")
+        .assert("the Spark operator wrote nothing while its controller and webhook worked")
         .await;
     let app = UserObject {
         api: &apps,
@@ -419,7 +426,105 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         kind: "SparkApplication",
     };
     upstream::delete_object_then_component(&mut phases, app, &quiet, &sparks, "Spark").await;
+    // The removal took the Secret the webhook made, as it takes what its
+    // programs make at run time.
+    assert!(
+        Api::<Secret>::namespaced(client.clone(), &ns.name)
+            .get_opt("spark-operator-webhook-certs")
+            .await
+            .expect("get")
+            .is_none_or(|s| s.metadata.deletion_timestamp.is_some()),
+        "the webhook's certificate goes with the component"
+    );
+    drop(webhook);
     drop(controller);
     ns.delete().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+const WEBHOOK: &str = "spark-operator-webhook";
+
+/// The Spark operator's webhook (the same program, `webhook start`) as
+/// installed: its ServiceAccount, args and environment, in a network
+/// namespace of its own (its webhook server takes every interface at
+/// --webhook-port, which has no host flag). Where the Deployment mounts an
+/// emptyDir for the certificate files it writes, it gets a folder of the
+/// run (`--webhook-cert-dir`, the one argument added). Nothing calls it
+/// (the test cluster's admission webhooks are off): what it does here is
+/// its certificate's Secret and the caBundles.
+async fn start_webhook(
+    client: &kube::Client,
+    program: &std::path::Path,
+    ns: &str,
+    dir: &std::path::Path,
+) -> Controller {
+    let installed = upstream::installed(client, ns, WEBHOOK, WEBHOOK).await;
+    assert_eq!(installed.service_account, WEBHOOK);
+    assert_eq!(
+        installed.empty_dirs,
+        ["/etc/k8s-webhook-server/serving-certs"]
+    );
+    for flag in [
+        format!("--webhook-secret-namespace={ns}"),
+        format!("--webhook-svc-namespace={ns}"),
+        "--webhook-secret-name=spark-operator-webhook-certs".to_string(),
+    ] {
+        assert!(installed.args.contains(&flag), "{:?}", installed.args);
+    }
+    let certs = dir.join("webhook-certs");
+    std::fs::create_dir_all(&certs).expect("folder");
+    let mut args = installed.args.clone();
+    args.push(format!("--webhook-cert-dir={}", certs.display()));
+    let kubeconfig = dir.join("webhook-kubeconfig");
+    upstream::service_account_kubeconfig(ns, &installed.service_account, &kubeconfig);
+    let env = installed.env_with_kubeconfig(&kubeconfig);
+    Controller::start_isolated(
+        program,
+        &args,
+        &env,
+        &[],
+        dir.join(format!("{WEBHOOK}.log")),
+    )
+}
+
+/// The webhook made its certificate's Secret (which the operator does not
+/// ship) and put its CA in every entry of both webhook configurations the
+/// operator installed; the certificate names the installed Service.
+async fn webhook_certificate_in_place(client: &kube::Client, ns: &str, webhook: &mut Controller) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let timeout = Duration::from_secs(60);
+    let ca = wait_for("the webhook's certificate Secret", timeout, || async {
+        let data = secrets
+            .get_opt("spark-operator-webhook-certs")
+            .await
+            .ok()??
+            .data?;
+        // Its own CA (no --enable-cert-manager): v2.5.0's key names.
+        data.get("ca-cert.pem").map(|b| b.0.clone())
+    })
+    .await;
+    let injected = wait_for("the webhooks' caBundles", timeout, || async {
+        let m = mutating.get(WEBHOOK).await.ok()?.webhooks?;
+        let v = validating.get(WEBHOOK).await.ok()?.webhooks?;
+        let bundles: Vec<Option<Vec<u8>>> = m
+            .iter()
+            .map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.clone()))
+            .chain(
+                v.iter()
+                    .map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.clone())),
+            )
+            .collect();
+        bundles
+            .iter()
+            .all(|b| b.as_ref() == Some(&ca))
+            .then_some(bundles.len())
+    })
+    .await;
+    assert_eq!(injected, 7, "four mutating and three validating entries");
+    assert!(webhook.is_running(), "{}", webhook.log_text());
 }
