@@ -19,6 +19,7 @@ pub mod repair;
 pub mod rotator;
 pub mod stall;
 pub mod upstream;
+pub mod upstream_runs;
 pub mod user_objects;
 pub mod wait;
 

@@ -17,9 +17,9 @@ use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{
     condition, delete_and_wait, install, merge, wait_condition, wait_degraded, wait_gone,
 };
-use kubeflow_e2e::objects::{config_value, secret_text, wait_all_deleting, wait_exists};
-use kubeflow_e2e::operator::free_port;
-use kubeflow_e2e::upstream::{self, Controller, UserObject};
+use kubeflow_e2e::objects::{secret_text, wait_all_deleting, wait_exists};
+use kubeflow_e2e::upstream::{self, UserObject};
+use kubeflow_e2e::upstream_runs::{self, KATIB_EXPERIMENT, katib_config};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
@@ -32,11 +32,6 @@ async fn password(client: &kube::Client, ns: &str) -> String {
     secret_text(client, ns, "katib-mysql-secrets", "MYSQL_ROOT_PASSWORD")
         .await
         .unwrap_or_default()
-}
-
-async fn katib_config(client: &kube::Client, ns: &str) -> Value {
-    let text = config_value(client, ns, "katib-config", "katib-config.yaml").await;
-    serde_saphyr::from_str(&text).expect("katib-config.yaml")
 }
 
 fn algorithms(config: &Value) -> Vec<String> {
@@ -55,47 +50,6 @@ fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     );
     Api::namespaced_with(client.clone(), ns, &ar)
 }
-
-/// A user's Experiment: random search over one parameter, trials as Jobs,
-/// written with the defaults Katib's mutating webhook would add (the test
-/// cluster runs no admission webhooks).
-const EXPERIMENT: &str = r#"apiVersion: kubeflow.org/v1beta1
-kind: Experiment
-metadata: {name: user-tuning}
-spec:
-  objective:
-    type: maximize
-    goal: 0.99
-    objectiveMetricName: accuracy
-    metricStrategies: [{name: accuracy, value: max}]
-  algorithm: {algorithmName: random}
-  parallelTrialCount: 2
-  maxTrialCount: 4
-  maxFailedTrialCount: 2
-  resumePolicy: Never
-  metricsCollectorSpec: {collector: {kind: StdOut}}
-  parameters:
-    - name: lr
-      parameterType: double
-      feasibleSpace: {min: "0.01", max: "0.1", distribution: uniform}
-  trialTemplate:
-    primaryContainerName: training-container
-    successCondition: 'status.conditions.#(type=="Complete")#|#(status=="True")#'
-    failureCondition: 'status.conditions.#(type=="Failed")#|#(status=="True")#'
-    trialParameters:
-      - {name: learningRate, reference: lr}
-    trialSpec:
-      apiVersion: batch/v1
-      kind: Job
-      spec:
-        template:
-          spec:
-            restartPolicy: Never
-            containers:
-              - name: training-container
-                image: example.invalid/train:1
-                command: [python3, train.py, "--lr=${trialParameters.learningRate}"]
-"#;
 
 #[tokio::test]
 async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses_and_keeps_data() {
@@ -176,7 +130,7 @@ async fn katib_keeps_its_generated_password_follows_its_settings_repairs_refuses
 
     // A user's Experiment, kept through everything below.
     let users = experiments(&client, &ns.name);
-    apply_yaml(&client, &ns.name, EXPERIMENT).await;
+    apply_yaml(&client, &ns.name, KATIB_EXPERIMENT).await;
     let user_uid = users.get("user-tuning").await.expect("experiment").uid();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
     let volume_uid = pvcs.get("katib-mysql").await.expect("volume").uid();
@@ -293,44 +247,14 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     kubeflow_e2e::component::install_bundle_crds(&client, "istio/1.30.1/crds.yaml").await;
     kubeflow_e2e::component::install_bundle_crds(&client, "cert-manager/v1.20.2/cert-manager.yaml")
         .await;
-    let program = upstream::program("katib-controller");
+    upstream::program("katib-controller");
     let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Katib\nmetadata: {name: kubeflow}\nspec:\n  version: v0.19.0\n  imageRegistry: mirror.example:5000\n  suggestionAlgorithms: [random, grid]\n  trialResources: [Job.v1.batch]\n";
     let (ns, op, katibs, _) = install(&client, "katib-ctl", OPERATOR, yaml, TIMEOUT).await;
     phases.phase("Katib installed");
 
-    // The installed configuration, with the controller's listeners on free
-    // loopback ports instead of the pod's fixed ones.
-    let dir = upstream::run_dir(&ns.name);
-    let certs = dir.join("cert");
-    std::fs::create_dir_all(&certs).expect("folder");
-    let mut config = katib_config(&client, &ns.name).await;
-    let controller = &mut config["init"]["controller"];
-    controller["webhookPort"] = json!(free_port());
-    controller["metricsAddr"] = json!(format!("127.0.0.1:{}", free_port()));
-    controller["healthzAddr"] = json!(format!("127.0.0.1:{}", free_port()));
-    let config_file = dir.join("katib-config.yaml");
-    std::fs::write(
-        &config_file,
-        serde_saphyr::to_string(&config).expect("yaml"),
-    )
-    .expect("write config");
-    let kubeconfig = dir.join("kubeconfig");
-    upstream::service_account_kubeconfig(&ns.name, "katib-controller", &kubeconfig);
-    upstream::serving_certificate(&certs);
-
     let before = op.settled_writes().await;
-    let mut ctl = Controller::start(
-        &program,
-        &[format!("--katib-config={}", config_file.display())],
-        &[
-            ("KUBECONFIG", kubeconfig.display().to_string()),
-            ("KATIB_CORE_NAMESPACE", ns.name.clone()),
-        ],
-        // Its webhook server reads its certificate from /tmp/cert.
-        Some((&certs, "cert")),
-        dir.join("katib-controller.log"),
-    );
-    apply_yaml(&client, &ns.name, EXPERIMENT).await;
+    let mut ctl = upstream_runs::katib_controller(&client, &ns.name).await;
+    apply_yaml(&client, &ns.name, KATIB_EXPERIMENT).await;
     phases.phase("controller started");
 
     let suggestions = {
@@ -404,7 +328,7 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     )
     .await;
     phases.phase("the Experiment and what it made deleted");
-    drop(ctl);
+    upstream_runs::stop_and_remove(ctl);
     // The Katib resource goes while its operator runs: left to the
     // namespace's deletion, its finalizer would keep it (and its claim on
     // Katib's CRDs) alive, and a later test of the group applying those
@@ -418,5 +342,4 @@ async fn katibs_controller_turns_an_experiment_into_its_suggestion_on_what_is_in
     phases.phase("Katib removed");
     drop(op);
     ns.delete().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

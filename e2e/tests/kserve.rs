@@ -10,20 +10,13 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{condition, install};
 use kubeflow_e2e::objects::wait_exists;
-use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
+use kubeflow_e2e::upstream::{self, Quiet, UserObject};
+use kubeflow_e2e::upstream_runs::{self, INFERENCE_SERVICE};
 use kubeflow_e2e::{apply_yaml, wait_for};
 
 const OPERATOR: &str = "kubeflow-serving-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
 const MANAGER: &str = "kserve-controller-manager";
-/// Where the manager's Deployment mounts its webhook certificate, and where
-/// controller-runtime reads it.
-const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
-
-/// A user's scikit-learn model served in raw deployment mode. The test
-/// cluster calls no admission webhooks, so KServe's defaulter does not run:
-/// the spec is what a user writes, and the controller picks the runtime.
-const ISVC: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: sklearn-iris\n  annotations: {serving.kserve.io/deploymentMode: RawDeployment}\nspec:\n  predictor:\n    model:\n      modelFormat: {name: sklearn}\n      storageUri: gs://kfserving-examples/models/sklearn/1.0/model\n";
 
 /// Takes KServe's finalizer off the user's InferenceService when the test
 /// fails before deleting it: with no controller left to finalize it, it
@@ -60,44 +53,16 @@ impl Drop for ReleaseInferenceService {
 #[tokio::test]
 async fn kserves_controller_serves_an_inference_service_on_what_is_installed() {
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Serving"], &["serving"]).await;
-    let program = upstream::program(MANAGER);
+    upstream::program(MANAGER);
     phases.phase("upstream controller built");
     let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Serving\nmetadata: {name: kubeflow}\nspec:\n  version: v0.16.0\n  servingRuntimes: [kserve-sklearnserver]\n";
     let (ns, op, servings, _) = install(&client, "kserve-ctl", OPERATOR, yaml, TIMEOUT).await;
     phases.phase("Serving installed");
 
-    let installed = upstream::installed(&client, &ns.name, MANAGER, "manager").await;
-    let secret = installed
-        .secrets
-        .get(CERT_DIR)
-        .unwrap_or_else(|| panic!("the manager mounts its certificate at {CERT_DIR}"))
-        .clone();
-    let dir = upstream::run_dir(&format!("{}-{MANAGER}", ns.name));
-    let certs = dir.join("cert");
-    std::fs::create_dir_all(&certs).expect("folder");
-    for key in ["tls.crt", "tls.key"] {
-        let text = kubeflow_e2e::objects::secret_text(&client, &ns.name, &secret, key)
-            .await
-            .unwrap_or_else(|| panic!("Secret {secret} has no {key}"));
-        std::fs::write(certs.join(key), text).expect("certificate file");
-    }
-    let kubeconfig = dir.join("kubeconfig");
-    upstream::service_account_kubeconfig(&ns.name, &installed.service_account, &kubeconfig);
-    let env = installed.env_with_kubeconfig(&kubeconfig);
-    let sa = dir.join("serviceaccount");
     let before = op.settled_writes().await;
-    let mut manager = Controller::start_isolated(
-        &program,
-        &installed.args,
-        &env,
-        &[
-            PrivateFolder::tmp(&certs, CERT_DIR.trim_start_matches("/tmp/")),
-            PrivateFolder::service_account_namespace(&sa, &ns.name),
-        ],
-        dir.join(format!("{MANAGER}.log")),
-    );
+    let mut manager = upstream_runs::kserve_manager(&client, &ns.name).await;
     let _release = ReleaseInferenceService(ns.name.clone());
-    apply_yaml(&client, &ns.name, ISVC).await;
+    apply_yaml(&client, &ns.name, INFERENCE_SERVICE).await;
     phases.phase("controller started");
 
     let isvcs: Api<DynamicObject> = Api::namespaced_with(
@@ -164,6 +129,6 @@ async fn kserves_controller_serves_an_inference_service_on_what_is_installed() {
     };
     upstream::delete_object_then_component(&mut phases, isvc, &quiet, &servings, "Serving").await;
     assert!(manager.is_running(), "{}", manager.log_text());
-    drop(manager);
+    upstream_runs::stop_and_remove(manager);
     ns.delete().await;
 }

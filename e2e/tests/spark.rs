@@ -18,8 +18,10 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{delete_and_wait, install, merge, wait_condition, wait_degraded};
 use kubeflow_e2e::objects::{exists, first_args};
-use kubeflow_e2e::operator::free_port;
-use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
+use kubeflow_e2e::upstream::{self, Controller, Quiet, UserObject};
+use kubeflow_e2e::upstream_runs::{
+    self, SPARK_APP, SPARK_DRIVER_ACCOUNT, SPARK_MAIN_CLASS, SPARK_MAIN_FILE, spark_pi,
+};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
@@ -166,23 +168,6 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
     ns.delete().await;
 }
 
-const CONTROLLER: &str = "spark-operator-controller";
-const APP: &str = "spark-pi";
-/// The driver's ServiceAccount, as a profile namespace has it.
-const DRIVER_ACCOUNT: &str = "default-editor";
-const MAIN_CLASS: &str = "org.apache.spark.examples.SparkPi";
-const MAIN_FILE: &str = "local:///opt/spark/examples/jars/spark-examples.jar";
-
-/// Spark's own example, as a user writes it, with what the Spark
-/// operator's defaulting webhook (v2.5.0) would add written out (type,
-/// mode, restart policy, cores, memory, instances): the test cluster calls
-/// no admission webhooks.
-fn spark_pi() -> String {
-    format!(
-        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\nmetadata: {{name: {APP}}}\nspec:\n  type: Scala\n  mode: cluster\n  image: docker.io/library/spark:4.0.1\n  mainClass: {MAIN_CLASS}\n  mainApplicationFile: {MAIN_FILE}\n  arguments: [\"100\"]\n  sparkVersion: 4.0.1\n  restartPolicy: {{type: Never}}\n  driver: {{cores: 1, memory: 512m, serviceAccount: {DRIVER_ACCOUNT}}}\n  executor: {{instances: 1, cores: 1, memory: 512m}}\n"
-    )
-}
-
 /// The Spark operator's controller v2.5.0 (built from the Go module proxy)
 /// as the Spark component installs it: its ServiceAccount, args and
 /// environment read from the live Deployment, what its image adds
@@ -195,75 +180,24 @@ fn spark_pi() -> String {
 #[tokio::test]
 async fn the_spark_operators_controller_runs_an_application_on_what_is_installed() {
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Spark"], &["spark"]).await;
-    let program = upstream::program("spark-operator");
-    let spark_home = upstream::spark_home();
+    upstream::program("spark-operator");
+    upstream::spark_home();
     phases.phase("upstream controller built");
     let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Spark\nmetadata: {name: kubeflow}\nspec: {version: \"2.5.0\"}\n";
     let (ns, op, sparks, _) = install(&client, "spark-run", OPERATOR, yaml, TIMEOUT).await;
     phases.phase("Spark installed");
 
-    let installed = upstream::installed(&client, &ns.name, CONTROLLER, CONTROLLER).await;
-    assert_eq!(installed.service_account, CONTROLLER);
-    // Its metrics and health servers listen on every interface (:8080 as
-    // installed, :8081 by default): moved to free loopback ports, nothing
-    // else changed.
-    let metrics = "--metrics-bind-address=";
-    assert!(
-        installed
-            .args
-            .iter()
-            .any(|a| a == "--metrics-bind-address=:8080")
-            && !installed
-                .args
-                .iter()
-                .any(|a| a.starts_with("--health-probe-bind-address")),
-        "{:?}",
-        installed.args
-    );
-    let mut args: Vec<String> = installed
-        .args
-        .iter()
-        .map(|a| {
-            if a.starts_with(metrics) {
-                format!("{metrics}127.0.0.1:{}", free_port())
-            } else {
-                a.clone()
-            }
-        })
-        .collect();
-    args.push(format!(
-        "--health-probe-bind-address=127.0.0.1:{}",
-        free_port()
-    ));
-    let dir = upstream::run_dir(&format!("{}-{CONTROLLER}", ns.name));
-    let kubeconfig = dir.join("kubeconfig");
-    upstream::service_account_kubeconfig(&ns.name, &installed.service_account, &kubeconfig);
-    let api = upstream::api_server_address();
-    let (host, port) = api.rsplit_once(':').expect("host:port");
-    let mut env = installed.env_with_kubeconfig(&kubeconfig);
-    env.push(("SPARK_HOME", spark_home.display().to_string()));
-    env.push(("KUBERNETES_SERVICE_HOST", host.to_string()));
-    env.push(("KUBERNETES_SERVICE_PORT", port.to_string()));
-    // The Deployment's emptyDir at /tmp, where the controller writes each
-    // submission's pod templates: a private /tmp.
-    assert_eq!(installed.empty_dirs, ["/tmp"]);
-    let tmp = dir.join("tmp");
-    std::fs::create_dir_all(&tmp).expect("folder");
     apply_yaml(
         &client,
         &ns.name,
-        &format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {DRIVER_ACCOUNT}}}\n"),
+        &format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {SPARK_DRIVER_ACCOUNT}}}\n"
+        ),
     )
     .await;
     let before = op.settled_writes().await;
-    let mut controller = Controller::start_with(
-        &program,
-        &args,
-        &env,
-        &[PrivateFolder::tmp(&tmp, "spark")],
-        dir.join(format!("{CONTROLLER}.log")),
-    );
-    let mut webhook = start_webhook(&client, &program, &ns.name, &dir).await;
+    let mut controller = upstream_runs::spark_controller(&client, &ns.name).await;
+    let mut webhook = upstream_runs::spark_webhook(&client, &ns.name).await;
     phases.phase("controller and webhook started");
     webhook_certificate_in_place(&client, &ns.name, &mut webhook).await;
     phases.phase("the webhook's certificate in place");
@@ -283,7 +217,7 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let app = loop {
-        let app = apps.get(APP).await.expect("the application");
+        let app = apps.get(SPARK_APP).await.expect("the application");
         let now = state(&app);
         assert!(
             !matches!(now.as_str(), "FAILED" | "SUBMISSION_FAILED" | "FAILING"),
@@ -308,7 +242,7 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
     // application's id.
     let status = &app.data["status"];
     assert_eq!(status["submissionAttempts"], 1, "{status}");
-    let driver_name = format!("{APP}-driver");
+    let driver_name = format!("{SPARK_APP}-driver");
     assert_eq!(
         status["driverInfo"]["podName"],
         driver_name.as_str(),
@@ -336,12 +270,12 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         .expect("the driver's controller");
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str(), Some(&owner.uid)),
-        ("SparkApplication", APP, app.metadata.uid.as_ref())
+        ("SparkApplication", SPARK_APP, app.metadata.uid.as_ref())
     );
     let labels = driver.metadata.labels.clone().unwrap_or_default();
     for (key, value) in [
         ("spark-role", "driver"),
-        ("sparkoperator.k8s.io/app-name", APP),
+        ("sparkoperator.k8s.io/app-name", SPARK_APP),
         ("sparkoperator.k8s.io/launched-by-spark-operator", "true"),
     ] {
         assert_eq!(
@@ -351,7 +285,10 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         );
     }
     let spec = driver.spec.clone().expect("the driver's spec");
-    assert_eq!(spec.service_account_name.as_deref(), Some(DRIVER_ACCOUNT));
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some(SPARK_DRIVER_ACCOUNT)
+    );
     let container = spec
         .containers
         .iter()
@@ -364,8 +301,8 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
     let driver_args = container.args.clone().unwrap_or_default();
     assert!(
         driver_args.first().map(String::as_str) == Some("driver")
-            && driver_args.iter().any(|a| a == MAIN_CLASS)
-            && driver_args.iter().any(|a| a == MAIN_FILE),
+            && driver_args.iter().any(|a| a == SPARK_MAIN_CLASS)
+            && driver_args.iter().any(|a| a == SPARK_MAIN_FILE),
         "{driver_args:?}"
     );
     assert_eq!(
@@ -422,7 +359,7 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         .await;
     let app = UserObject {
         api: &apps,
-        name: APP,
+        name: SPARK_APP,
         kind: "SparkApplication",
     };
     upstream::delete_object_then_component(&mut phases, app, &quiet, &sparks, "Spark").await;
@@ -436,56 +373,12 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
             .is_none_or(|s| s.metadata.deletion_timestamp.is_some()),
         "the webhook's certificate goes with the component"
     );
-    drop(webhook);
-    drop(controller);
+    upstream_runs::stop_and_remove(webhook);
+    upstream_runs::stop_and_remove(controller);
     ns.delete().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 const WEBHOOK: &str = "spark-operator-webhook";
-
-/// The Spark operator's webhook (the same program, `webhook start`) as
-/// installed: its ServiceAccount, args and environment, in a network
-/// namespace of its own (its webhook server takes every interface at
-/// --webhook-port, which has no host flag). Where the Deployment mounts an
-/// emptyDir for the certificate files it writes, it gets a folder of the
-/// run (`--webhook-cert-dir`, the one argument added). Nothing calls it
-/// (the test cluster's admission webhooks are off): what it does here is
-/// its certificate's Secret and the caBundles.
-async fn start_webhook(
-    client: &kube::Client,
-    program: &std::path::Path,
-    ns: &str,
-    dir: &std::path::Path,
-) -> Controller {
-    let installed = upstream::installed(client, ns, WEBHOOK, WEBHOOK).await;
-    assert_eq!(installed.service_account, WEBHOOK);
-    assert_eq!(
-        installed.empty_dirs,
-        ["/etc/k8s-webhook-server/serving-certs"]
-    );
-    for flag in [
-        format!("--webhook-secret-namespace={ns}"),
-        format!("--webhook-svc-namespace={ns}"),
-        "--webhook-secret-name=spark-operator-webhook-certs".to_string(),
-    ] {
-        assert!(installed.args.contains(&flag), "{:?}", installed.args);
-    }
-    let certs = dir.join("webhook-certs");
-    std::fs::create_dir_all(&certs).expect("folder");
-    let mut args = installed.args.clone();
-    args.push(format!("--webhook-cert-dir={}", certs.display()));
-    let kubeconfig = dir.join("webhook-kubeconfig");
-    upstream::service_account_kubeconfig(ns, &installed.service_account, &kubeconfig);
-    let env = installed.env_with_kubeconfig(&kubeconfig);
-    Controller::start_isolated(
-        program,
-        &args,
-        &env,
-        &[],
-        dir.join(format!("{WEBHOOK}.log")),
-    )
-}
 
 /// The webhook made its certificate's Secret (which the operator does not
 /// ship) and put its CA in every entry of both webhook configurations the

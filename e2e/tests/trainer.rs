@@ -14,9 +14,9 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{degraded, install, wait_condition, wait_condition_where, wait_gone};
 use kubeflow_e2e::objects::wait_exists;
-use kubeflow_e2e::operator::free_port;
 use kubeflow_e2e::rotator;
-use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
+use kubeflow_e2e::upstream::{self, Quiet, UserObject};
+use kubeflow_e2e::upstream_runs::{self, TRAIN_JOB};
 use kubeflow_e2e::{apply_yaml, wait_for};
 use serde_json::{Value, json};
 
@@ -267,18 +267,8 @@ async fn trainer_installs_with_jobset_leaves_certificates_to_its_controllers_and
     ns.delete().await;
 }
 
-/// A user's TrainJob on the torch-distributed runtime the bundle installs,
-/// on two nodes (so its Job runs two pods). The controllers' admission
-/// webhooks are not called here (the test cluster runs none), so it is
-/// written as a user would and the CRDs' defaults fill the rest.
-const TRAIN_JOB: &str = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: user-job}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2}\n";
-
 /// The finalizer Trainer's controller puts on a runtime a TrainJob uses.
 const IN_USE: &str = "trainer.kubeflow.org/resource-in-use";
-
-/// Where both Deployments mount their webhook certificate's Secret, and
-/// where both programs read it (a fixed path in their certificate code).
-const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 
 fn dynamic(
     client: &kube::Client,
@@ -288,89 +278,6 @@ fn dynamic(
 ) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(gvk.0, gvk.1, gvk.2), plural);
     Api::namespaced_with(client.clone(), ns, &ar)
-}
-
-/// One installed controller Deployment run as a process: its container's
-/// args and mounted configuration as installed (as `edit` leaves it, then
-/// with its listeners moved to free loopback ports), its ServiceAccount's
-/// token, a
-/// loopback serving certificate where its Secret is mounted (the
-/// certificate rotator fills the Secret, but only a kubelet would copy it
-/// into the folder), and the pod's namespace file.
-async fn run_installed(
-    client: &kube::Client,
-    ns: &str,
-    deployment: &str,
-    program: &std::path::Path,
-    edit: impl Fn(&mut Value),
-) -> Controller {
-    let installed = upstream::installed(client, ns, deployment, "manager").await;
-    assert!(
-        installed.secrets.contains_key(CERT_DIR),
-        "{deployment} mounts its webhook certificate at {CERT_DIR}: {:?}",
-        installed.secrets
-    );
-    let dir = upstream::run_dir(&format!("{ns}-{deployment}"));
-    let args = installed.args_with_files(&dir, |_, text| {
-        let mut config: Value = serde_saphyr::from_str(text).expect("configuration YAML");
-        edit(&mut config);
-        move_listeners(&mut config);
-        serde_saphyr::to_string(&config).expect("yaml")
-    });
-    let kubeconfig = dir.join("kubeconfig");
-    upstream::service_account_kubeconfig(ns, &installed.service_account, &kubeconfig);
-    let certs = dir.join("cert");
-    std::fs::create_dir_all(&certs).expect("folder");
-    upstream::serving_certificate(&certs);
-    let sa = dir.join("serviceaccount");
-    let env = installed.env_with_kubeconfig(&kubeconfig);
-    Controller::start_with(
-        program,
-        &args,
-        &env,
-        &[
-            PrivateFolder::tmp(&certs, CERT_DIR.trim_start_matches("/tmp/")),
-            PrivateFolder::service_account_namespace(&sa, ns),
-        ],
-        dir.join(format!("{deployment}.log")),
-    )
-}
-
-/// A merge patch adding what JobSet's defaulting webhook (v0.11.0) adds
-/// to `js` where absent: success policy All, startup AnyOrder, DNS
-/// hostnames and not-ready addresses published, Indexed Jobs whose pods
-/// restart OnFailure. (A merge patch replaces a list whole: the
-/// replicated jobs go back as they are, with those two fields added.)
-fn jobset_webhook_defaults(js: &DynamicObject) -> Value {
-    let spec = js.data.get("spec").cloned().unwrap_or_default();
-    let mut patch = serde_json::Map::new();
-    for (field, value) in [
-        ("successPolicy", json!({"operator": "All"})),
-        ("startupPolicy", json!({"startupPolicyOrder": "AnyOrder"})),
-        (
-            "network",
-            json!({"enableDNSHostnames": true, "publishNotReadyAddresses": true}),
-        ),
-    ] {
-        if spec.get(field).is_none() {
-            patch.insert(field.to_string(), value);
-        }
-    }
-    let mut jobs = spec["replicatedJobs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    for job in &mut jobs {
-        let job_spec = &mut job["template"]["spec"];
-        if job_spec.get("completionMode").is_none() {
-            job_spec["completionMode"] = json!("Indexed");
-        }
-        if job_spec["template"]["spec"].get("restartPolicy").is_none() {
-            job_spec["template"]["spec"]["restartPolicy"] = json!("OnFailure");
-        }
-    }
-    patch.insert("replicatedJobs".to_string(), Value::Array(jobs));
-    json!({"spec": patch})
 }
 
 /// Takes Trainer's in-use finalizer off the torch-distributed runtime when
@@ -395,20 +302,6 @@ impl Drop for ReleaseRuntime {
     }
 }
 
-fn loopback() -> String {
-    format!("127.0.0.1:{}", free_port())
-}
-
-/// Moves the listeners both programs' controller-runtime configuration
-/// names (health, metrics, webhook) to free loopback ports: as installed
-/// they are the pod's fixed ports on every interface.
-fn move_listeners(config: &mut Value) {
-    config["health"]["healthProbeBindAddress"] = json!(loopback());
-    config["metrics"]["bindAddress"] = json!(loopback());
-    config["webhook"]["host"] = json!("127.0.0.1");
-    config["webhook"]["port"] = json!(free_port());
-}
-
 /// Kubeflow Trainer's controller manager (v2.2.0) and JobSet's (v0.11.0),
 /// built from the Go module proxy, run as processes on what the Trainer
 /// operator installed for Kubeflow 26.03.1: each as its installed
@@ -421,8 +314,8 @@ fn move_listeners(config: &mut Value) {
 #[tokio::test]
 async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() {
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Trainer"], &["trainer"]).await;
-    let trainer_program = upstream::program("trainer-controller-manager");
-    let jobset_program = upstream::program("jobset-controller-manager");
+    upstream::program("trainer-controller-manager");
+    upstream::program("jobset-controller-manager");
     phases.phase("upstream controllers built");
     let yaml = "apiVersion: components.kubeflow.org/v1alpha1\nkind: Trainer\nmetadata: {name: kubeflow}\nspec:\n  version: v2.2.0\n  runtimes: [torch-distributed]\n";
     let (ns, op, trainers, cr) =
@@ -435,26 +328,10 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
     let release = ReleaseRuntime;
 
     let before = op.settled_writes().await;
-    let mut trainer = run_installed(&client, &ns.name, TRAINER, &trainer_program, |c| {
-        assert_eq!(c["certManagement"]["enable"], json!(true), "as installed");
-        assert_eq!(
-            c["leaderElection"]["leaderElect"],
-            json!(true),
-            "as installed"
-        );
-        // Only served with the TrainJobStatus feature (off), moved all
-        // the same: it would listen on every interface.
-        c["statusServer"]["port"] = json!(free_port());
-    })
-    .await;
-    let mut jobset = run_installed(&client, &ns.name, JOBSET, &jobset_program, |c| {
-        assert_eq!(
-            c["internalCertManagement"]["enable"],
-            json!(true),
-            "as installed"
-        );
-    })
-    .await;
+    let mut trainer =
+        upstream_runs::trainer_manager(&client, &ns.name, "trainer-controller-manager").await;
+    let mut jobset =
+        upstream_runs::jobset_manager(&client, &ns.name, "jobset-controller-manager").await;
     apply_yaml(&client, &ns.name, TRAIN_JOB).await;
     phases.phase("controllers started");
 
@@ -479,7 +356,7 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
         .patch(
             "user-job",
             &PatchParams::default(),
-            &Patch::Merge(jobset_webhook_defaults(&made)),
+            &Patch::Merge(upstream_runs::jobset_webhook_defaults(&made)),
         )
         .await
         .expect("the JobSet webhook's defaults");

@@ -14,9 +14,10 @@ use kubeflow_e2e::component::{
     component_api, condition, degraded, install, wait_condition, wait_condition_where, wait_gone,
 };
 use kubeflow_e2e::objects::exists;
-use kubeflow_e2e::operator::{OperatorProcess, free_port, metric_sum};
+use kubeflow_e2e::operator::{OperatorProcess, metric_sum};
 use kubeflow_e2e::repair::repair_time;
-use kubeflow_e2e::upstream::{self, Controller, PrivateFolder, Quiet, UserObject};
+use kubeflow_e2e::upstream::{self, Quiet, UserObject};
+use kubeflow_e2e::upstream_runs::{self, PYTORCH_JOB};
 use kubeflow_e2e::{TestNamespace, apply_yaml, wait_for};
 use serde_json::json;
 
@@ -548,16 +549,6 @@ async fn with_leader_election_one_process_reconciles_and_the_other_stands_by() {
     ns.delete().await;
 }
 
-/// Where the installed Deployment mounts its webhook certificate's Secret,
-/// and where v1.9.2 reads it (a fixed path in its certificate code).
-const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
-
-/// A user's PyTorchJob: one master and one worker, written as a user would.
-/// The controller's admission webhook only validates (v1.9.2 has no
-/// defaulting webhook: the controller applies the defaults itself), so no
-/// field is added here for the test cluster's lack of webhooks.
-const PYTORCH_JOB: &str = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: user-job}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      restartPolicy: OnFailure\n      template:\n        spec:\n          containers:\n          - name: pytorch\n            image: docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n            command: [python, -c, \"print('trained')\"]\n    Worker:\n      replicas: 1\n      restartPolicy: OnFailure\n      template:\n        spec:\n          containers:\n          - name: pytorch\n            image: docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n            command: [python, -c, \"print('trained')\"]\n";
-
 /// The Kubeflow Training Operator v1.9.2 (its v1 manager, built from the Go
 /// module proxy) run as a process on what the Training operator installs:
 /// as the installed ServiceAccount, with the installed Deployment's args and
@@ -571,7 +562,7 @@ const PYTORCH_JOB: &str = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetada
 #[tokio::test]
 async fn the_training_operator_runs_a_pytorchjob_to_succeeded_on_what_is_installed() {
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Training"], &["training"]).await;
-    let program = upstream::program("training-operator");
+    upstream::program("training-operator");
     phases.phase("upstream controller built");
     let (ns, op, trainings, _) = install(
         &client,
@@ -584,60 +575,7 @@ async fn the_training_operator_runs_a_pytorchjob_to_succeeded_on_what_is_install
     phases.phase("Training installed");
 
     let before = op.settled_writes().await;
-    let installed =
-        upstream::installed(&client, &ns.name, "training-operator", "training-operator").await;
-    assert_eq!(
-        installed.secrets.get(CERT_DIR).map(String::as_str),
-        Some("training-operator-webhook-cert"),
-        "the webhook certificate's Secret is mounted where v1.9.2 reads it"
-    );
-    assert!(
-        installed
-            .env
-            .contains(&("MY_POD_NAMESPACE".to_string(), ns.name.clone())),
-        "the rotator's namespace comes from the pod's: {:?}",
-        installed.env
-    );
-    // Its three listeners default to every interface (:8080, :8081,
-    // :9443); the installed args leave them there, so only they move. The
-    // webhook server has no host flag in v1.9.2: only its port moves.
-    let mut args = installed.args.clone();
-    for flag in [
-        "--metrics-bind-address",
-        "--health-probe-bind-address",
-        "--webhook-server-port",
-    ] {
-        assert!(
-            !args.iter().any(|a| a.starts_with(flag)),
-            "installed with {flag}: {args:?}"
-        );
-    }
-    args.push(format!("--metrics-bind-address=127.0.0.1:{}", free_port()));
-    args.push(format!(
-        "--health-probe-bind-address=127.0.0.1:{}",
-        free_port()
-    ));
-    args.push(format!("--webhook-server-port={}", free_port()));
-    let dir = upstream::run_dir(&format!("{}-training-operator", ns.name));
-    let kubeconfig = dir.join("kubeconfig");
-    upstream::service_account_kubeconfig(&ns.name, &installed.service_account, &kubeconfig);
-    // Its rotator fills the Secret, but only a kubelet would copy it into
-    // the folder; the rotator waits for a certificate file there, and the
-    // webhook server (which nothing calls here) serves it.
-    let certs = dir.join("cert");
-    std::fs::create_dir_all(&certs).expect("folder");
-    upstream::serving_certificate(&certs);
-    let env = installed.env_with_kubeconfig(&kubeconfig);
-    let mut controller = Controller::start_with(
-        &program,
-        &args,
-        &env,
-        &[PrivateFolder::tmp(
-            &certs,
-            CERT_DIR.trim_start_matches("/tmp/"),
-        )],
-        dir.join("training-operator.log"),
-    );
+    let mut controller = upstream_runs::training_operator(&client, &ns.name).await;
     apply_yaml(&client, &ns.name, PYTORCH_JOB).await;
     phases.phase("controller started");
 
@@ -745,8 +683,7 @@ async fn the_training_operator_runs_a_pytorchjob_to_succeeded_on_what_is_install
     // closed channel": its main closes the certificate-ready channel the
     // rotator already closed), after a clean shutdown of every controller:
     // an upstream defect of its exit only, which no check here depends on.
-    drop(controller);
+    upstream_runs::stop_and_remove(controller);
     drop(op);
     ns.delete().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
