@@ -1,8 +1,10 @@
 //! One install of the demo (the chart in `kubeflow-system`, the fifteen
 //! operators as its ServiceAccounts) and every flow that needs nothing but
 //! an installed Kubeflow, in turn on it: the install as a user meets it at
-//! 26.03 and the demo's wait (`first_install`); the upgrade to 26.03.1 with
-//! users' objects (`upgrade`); the operators' reach, tried as an attacker
+//! 26.03 and the demo's wait (`first_install`); a person's day in their
+//! profile namespace, each object run by its upstream controller
+//! (`persons_day`); the upgrade to 26.03.1 with users' objects (`upgrade`),
+//! the person's among them; the operators' reach, tried as an attacker
 //! would (`reach`); the chart's alerts and dashboards against a real
 //! Prometheus (`monitoring`); declared contributors through the `Kubeflow`
 //! resource (`contributors`); what every component promises, for each
@@ -28,6 +30,7 @@ mod first_install;
 mod mirror;
 mod monitoring;
 mod namespace_deletion;
+mod persons_day;
 mod powerful_accounts;
 mod reach;
 mod upgrade;
@@ -58,8 +61,12 @@ async fn one_installed_demo_holds_its_upgrade_reach_monitoring_mirror_and_deleti
     phases.phase("first install");
     first_install::stall(&client, &demo).await;
     phases.phase("the wait's stall");
+    let day = persons_day::check(&client).await;
+    phases.phase("a person's day");
     upgrade::check(&client, &demo).await;
     phases.phase("upgrade to 26.03.1");
+    persons_day::after_upgrade(&client, day).await;
+    phases.phase("the person's objects after the upgrade");
     reach::check(&client, &demo).await;
     powerful_accounts::check(&client).await;
     phases.phase("reach");
