@@ -10,8 +10,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -175,8 +174,10 @@ async fn spark_serves_the_namespaces_named_repairs_refuses_and_removes_only_its_
 /// driver pod) and what the kubelet gives a pod (`KUBERNETES_SERVICE_*`, an
 /// empty /tmp where the Deployment mounts one). Spark's SparkPi goes from
 /// submitted to a driver pod owned by the application, which kwok runs to
-/// Succeeded, to COMPLETED; the controller and the `spark-submit` it runs
-/// are refused nothing, and the Spark operator writes nothing meanwhile.
+/// Succeeded, to COMPLETED. Beside it the webhook, as installed, makes its
+/// certificate's Secret and fills both webhook configurations' caBundles.
+/// Neither (nor the `spark-submit` the controller runs) is refused
+/// anything, and the Spark operator writes nothing meanwhile.
 #[tokio::test]
 async fn the_spark_operators_controller_runs_an_application_on_what_is_installed() {
     let (client, mut phases) = kubeflow_e2e::component::prepare(&["Spark"], &["spark"]).await;
