@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
 use crate::objects::{config_value, secret_text};
@@ -253,12 +255,84 @@ async fn run_configured(
     )
 }
 
+/// Waits for the JobSet that Trainer makes for TrainJob `name` in `ns`,
+/// then adds what JobSet's mutating webhook would (the test cluster calls
+/// no admission webhooks; the fields being absent). Without it JobSet's
+/// controller panics on the absent spec.network (a nil pointer in
+/// dnsHostnamesEnabled, seen here) and could make no valid Job (a pod
+/// restartPolicy is required). The fields are JobSet's own defaults, not
+/// Trainer's: Trainer's later applies keep them (replicatedJobs is a map
+/// list by name, and these fields are not in Trainer's apply). Returns the
+/// namespace's JobSets.
+pub async fn default_jobset_as_its_webhook(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Api<DynamicObject> {
+    let jobsets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+            "jobsets",
+        ),
+    );
+    let made = crate::objects::wait_exists(&jobsets, name, timeout).await;
+    jobsets
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(jobset_webhook_defaults(&made)),
+        )
+        .await
+        .expect("the JobSet webhook's defaults");
+    jobsets
+}
+
+/// Waits until SparkApplication `name` is COMPLETED and returns it; fails
+/// at once on a failed state, and on a timeout, each with its status and
+/// `logs` (the controllers' logs).
+pub async fn spark_application_completed(
+    apps: &Api<DynamicObject>,
+    name: &str,
+    timeout: std::time::Duration,
+    logs: impl Fn() -> String,
+) -> DynamicObject {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let app = apps.get(name).await.expect("the application");
+        let state = app
+            .data
+            .pointer("/status/applicationState/state")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            !matches!(state.as_str(), "FAILED" | "SUBMISSION_FAILED" | "FAILING"),
+            "the application failed: {:?}\n{}",
+            app.data.get("status"),
+            logs()
+        );
+        if state == "COMPLETED" {
+            return app;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the application did not complete in {timeout:?}: {:?}\n{}",
+            app.data.get("status"),
+            logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
 /// A merge patch adding what JobSet's defaulting webhook (v0.11.0) adds
 /// to `js` where absent: success policy All, startup AnyOrder, DNS
 /// hostnames and not-ready addresses published, Indexed Jobs whose pods
 /// restart OnFailure. (A merge patch replaces a list whole: the
 /// replicated jobs go back as they are, with those two fields added.)
-pub fn jobset_webhook_defaults(js: &kube::api::DynamicObject) -> Value {
+fn jobset_webhook_defaults(js: &kube::api::DynamicObject) -> Value {
     let spec = js.data.get("spec").cloned().unwrap_or_default();
     let mut patch = serde_json::Map::new();
     for (field, value) in [

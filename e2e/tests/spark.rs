@@ -22,7 +22,7 @@ use kubeflow_e2e::upstream_runs::{
     self, SPARK_APP, SPARK_DRIVER_ACCOUNT, SPARK_MAIN_CLASS, SPARK_MAIN_FILE, spark_pi,
 };
 use kubeflow_e2e::{apply_yaml, wait_for};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const OPERATOR: &str = "kubeflow-spark-operator";
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -209,34 +209,13 @@ async fn the_spark_operators_controller_runs_an_application_on_what_is_installed
         "sparkapplications",
     );
     let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let state = |app: &DynamicObject| {
-        app.data
-            .pointer("/status/applicationState/state")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    let app = loop {
-        let app = apps.get(SPARK_APP).await.expect("the application");
-        let now = state(&app);
-        assert!(
-            !matches!(now.as_str(), "FAILED" | "SUBMISSION_FAILED" | "FAILING"),
-            "the application failed: {:?}\n{}",
-            app.data.get("status"),
-            controller.log_text()
-        );
-        if now == "COMPLETED" {
-            break app;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the application did not complete in 120 s: {:?}\n{}",
-            app.data.get("status"),
-            controller.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let app = upstream_runs::spark_application_completed(
+        &apps,
+        SPARK_APP,
+        Duration::from_secs(120),
+        || controller.log_text(),
+    )
+    .await;
     phases.phase("the application COMPLETED");
 
     // Submitted once, by spark-submit, which named the driver pod and the

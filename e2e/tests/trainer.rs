@@ -10,10 +10,9 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kubeflow_e2e::component::{degraded, install, wait_condition, wait_condition_where, wait_gone};
-use kubeflow_e2e::objects::wait_exists;
 use kubeflow_e2e::rotator;
 use kubeflow_e2e::upstream::{self, Quiet, UserObject};
 use kubeflow_e2e::upstream_runs::{self, TRAIN_JOB};
@@ -336,30 +335,8 @@ async fn trainers_controllers_run_a_trainjob_to_complete_on_what_is_installed() 
     phases.phase("controllers started");
 
     let timeout = Duration::from_secs(60);
-    let jobsets = dynamic(
-        &client,
-        &ns.name,
-        ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-        "jobsets",
-    );
-    let made = wait_exists(&jobsets, "user-job", timeout).await;
-    // JobSet's mutating webhook would default the JobSet Trainer made; the
-    // test cluster calls no admission webhooks, so the test adds what that
-    // webhook (v0.11.0's Default) adds, the fields being absent. Without
-    // it JobSet's controller panics on the absent spec.network (a nil
-    // pointer in dnsHostnamesEnabled, seen here) and could make no valid
-    // Job (a pod restartPolicy is required). The fields are JobSet's own
-    // defaults, not Trainer's: Trainer's later applies keep them
-    // (replicatedJobs is a map list by name, and these fields are not in
-    // Trainer's apply).
-    jobsets
-        .patch(
-            "user-job",
-            &PatchParams::default(),
-            &Patch::Merge(upstream_runs::jobset_webhook_defaults(&made)),
-        )
-        .await
-        .expect("the JobSet webhook's defaults");
+    let jobsets =
+        upstream_runs::default_jobset_as_its_webhook(&client, &ns.name, "user-job", timeout).await;
     let trainjobs = dynamic(
         &client,
         &ns.name,

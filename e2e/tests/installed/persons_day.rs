@@ -232,67 +232,14 @@ pub async fn check(client: &kube::Client) -> Day {
     // The TrainJob Complete: Trainer made its JobSet, given here what
     // JobSet's defaulting webhook would add (the test cluster calls no
     // webhooks), JobSet its Job, kwok completed the pods.
-    let jobsets: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        PROFILE,
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-            "jobsets",
-        ),
-    );
-    let made = wait_exists(&jobsets, "user-job", TIMEOUT).await;
-    jobsets
-        .patch(
-            "user-job",
-            &PatchParams::default(),
-            &Patch::Merge(upstream_runs::jobset_webhook_defaults(&made)),
-        )
-        .await
-        .expect("the JobSet webhook's defaults");
-    let trainjobs = api(client, OBJECTS[0]);
-    wait_for_or(
-        "the TrainJob Complete",
-        || async {
-            let job = trainjobs.get("user-job").await.ok()?;
-            let (status, ..) = condition(&job, "Complete")?;
-            (status == "True").then_some(())
-        },
-        &logs,
-    )
-    .await;
+    upstream_runs::default_jobset_as_its_webhook(client, PROFILE, "user-job", TIMEOUT).await;
+    condition_true(client, OBJECTS[0], "Complete", &logs).await;
     // The PyTorchJob Succeeded (kwok completes its pods).
-    let jobs = api(client, OBJECTS[1]);
-    wait_for_or(
-        "the PyTorchJob Succeeded",
-        || async {
-            let job = jobs.get("user-job").await.ok()?;
-            let (status, ..) = condition(&job, "Succeeded")?;
-            (status == "True").then_some(())
-        },
-        &logs,
-    )
-    .await;
+    condition_true(client, OBJECTS[1], "Succeeded", &logs).await;
     // The SparkApplication COMPLETED: spark-submit made its driver pod as
     // the person's application, kwok ran it.
-    let apps = api(client, OBJECTS[2]);
-    wait_for_or(
-        "the SparkApplication COMPLETED",
-        || async {
-            let app = apps.get(SPARK_APP).await.ok()?;
-            let state = app
-                .data
-                .pointer("/status/applicationState/state")?
-                .as_str()?;
-            assert!(
-                !matches!(state, "FAILED" | "SUBMISSION_FAILED"),
-                "{:?}",
-                app.data.get("status")
-            );
-            (state == "COMPLETED").then_some(())
-        },
-        &logs,
-    )
-    .await;
+    upstream_runs::spark_application_completed(&api(client, OBJECTS[2]), SPARK_APP, TIMEOUT, &logs)
+        .await;
     let driver = Api::<Pod>::namespaced(client.clone(), PROFILE)
         .get(&format!("{SPARK_APP}-driver"))
         .await
@@ -307,17 +254,7 @@ pub async fn check(client: &kube::Client) -> Day {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), PROFILE);
     wait_exists(&deployments, "user-tuning-random", TIMEOUT).await;
     // The InferenceService Ready in raw deployment mode.
-    let isvcs = api(client, OBJECTS[4]);
-    wait_for_or(
-        "the InferenceService Ready",
-        || async {
-            let isvc = isvcs.get("sklearn-iris").await.ok()?;
-            let (status, ..) = condition(&isvc, "Ready")?;
-            (status == "True").then_some(())
-        },
-        &logs,
-    )
-    .await;
+    condition_true(client, OBJECTS[4], "Ready", &logs).await;
 
     let mut uids = Vec::new();
     for entry in OBJECTS {
@@ -335,20 +272,25 @@ pub async fn check(client: &kube::Client) -> Day {
     Day { uids }
 }
 
-/// Waits as `wait_for` does, printing the controllers' logs on a timeout.
-async fn wait_for_or<F, Fut>(what: &str, f: F, logs: &dyn Fn() -> String)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Option<()>>,
-{
+/// Waits until the person's object of `OBJECTS` entry `entry` has
+/// condition `kind` True, printing the controllers' logs on a timeout.
+async fn condition_true(
+    client: &kube::Client,
+    entry: (&str, &str, &str, &str, &str),
+    kind: &str,
+    logs: &dyn Fn() -> String,
+) {
+    let (api, name) = (api(client, entry), entry.4);
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
-        if f().await.is_some() {
+        if let Ok(object) = api.get(name).await
+            && condition(&object, kind).is_some_and(|(status, ..)| status == "True")
+        {
             return;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out after {TIMEOUT:?} waiting for {what}\n{}",
+            "timed out after {TIMEOUT:?} waiting for {name} {kind}\n{}",
             logs()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
